@@ -1,0 +1,61 @@
+"""``kvplan`` entry point: the typer app and the one place errors become exit status 2.
+
+Every ``KvplanError`` and every command-line usage error prints one line on stderr and exits
+with status 2; a traceback is shown only with ``KVPLAN_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+import typer
+
+from ..errors import KvplanError
+from . import formats_cmd, models_cmd, size_cmd
+
+app = typer.Typer(
+    name="kvplan",
+    help="Exact KV-cache capacity planning for LLM serving.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.command("size")(size_cmd.size)
+app.command("models")(models_cmd.models)
+app.command("formats")(formats_cmd.formats)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"kvplan: error: {message}\n")
+    return 2
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit status (used by ``main`` and the tests)."""
+    try:
+        result = app(args=argv, prog_name="kvplan", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except KvplanError as e:
+        if os.environ.get("KVPLAN_DEBUG") == "1":
+            raise
+        return _fail(str(e))
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e))
+        return 0
+    except click.UsageError as e:
+        return _fail(e.format_message().replace("\n", " "))
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        return _fail("aborted")
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""``kvplan models``: the built-in models."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def models(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List the built-in models (use a name or alias as MODEL)."""
+    import json
+
+    from .. import builtins
+    from ..footprint import kv_footprint
+    from ..loaders.hf_config import parse_config
+
+    rows = []
+    for spec in builtins.all_specs():
+        m = parse_config(spec["config"], name=spec["name"], source=spec["name"])
+        fp = kv_footprint(m, (4096,))
+        kinds = ", ".join(f"{r.kind} x{r.count}" for r in fp.layers)
+        rows.append({"name": spec["name"], "hub_id": spec.get("hub_id"),
+                     "family": spec.get("family", m.model_type), "layers": kinds,
+                     "bytes_per_token": int(fp.bytes_per_token),
+                     "aliases": spec.get("aliases", [])})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich.table import Table
+
+    from .render import console
+
+    table = Table(title=f"{len(rows)} built-in models (KV bytes per token: model dtype, vLLM)",
+                  title_justify="left")
+    for col in ("name", "hub id", "family", "cache layers", "KV B/token"):
+        table.add_column(col, justify="right" if col == "KV B/token" else "left")
+    for r in rows:
+        table.add_row(r["name"], r["hub_id"] or "", r["family"], r["layers"],
+                      f"{r['bytes_per_token']:,}")
+    console().print(table)

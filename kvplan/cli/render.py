@@ -1,0 +1,82 @@
+"""Terminal rendering (rich) of library results. The only place tables are laid out."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from ..footprint import Footprint
+from ..units import ceil_bytes, format_bytes, format_int, format_tokens
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"kvplan: warning: {message}\n")
+
+
+def render_size(fp: Footprint) -> None:
+    out = console()
+    m = fp.model
+    for w in m.warnings:
+        warn(w)
+    out.print(f"[bold]{m.name}[/bold]  {m.model_type}, {m.num_layers} layers, model dtype {m.dtype}"
+              f"  [dim]source: {m.source}[/dim]")
+    out.print(f"engine {fp.engine.label}   KV format {fp.kv_dtype}   tp {fp.tp}   pp {fp.pp}"
+              f"   block {fp.block_size_tokens} tokens")
+
+    layers = Table(title="Cache per layer kind (whole model, unsharded)", title_justify="left")
+    for col in ("kind", "layers", "KV heads", "head dim", "window", "bytes/token", "state bytes"):
+        layers.add_column(col, justify="left" if col == "kind" else "right")
+    for row in fp.layers:
+        attention = row.kv_heads is not None
+        head_dim = ""
+        if row.head_dim_k is not None:
+            head_dim = str(row.head_dim_k)
+            if row.head_dim_v and row.head_dim_v != row.head_dim_k:
+                head_dim += f"/{row.head_dim_v}"
+        layers.add_row(
+            row.kind, str(row.count),
+            str(row.kv_heads) if attention else "",
+            head_dim,
+            format_tokens(row.window_tokens) if row.window_tokens else "",
+            format_int(ceil_bytes(row.bytes_per_token * row.count)) if attention else "",
+            format_int(row.state_bytes * row.count) if row.state_bytes else "",
+        )
+    out.print(layers)
+    for row in fp.layers:
+        out.print(f"  [dim]{row.kind} x{row.count}: {row.detail}[/dim]")
+    out.print(f"growing KV: {format_int(ceil_bytes(fp.bytes_per_token))} B per token"
+              f" ({format_bytes(fp.bytes_per_token)}); constant state:"
+              f" {format_int(fp.state_bytes_per_sequence)} B per sequence"
+              f" ({format_bytes(fp.state_bytes_per_sequence)})")
+
+    gpus = fp.tp * fp.pp
+    seqs = Table(title="One sequence", title_justify="left")
+    seqs.add_column("context", justify="right")
+    seqs.add_column("tokens", justify="right")
+    if gpus > 1:
+        seqs.add_column(f"total, {gpus} GPUs", justify="right")
+    seqs.add_column("busiest GPU" if gpus > 1 else "bytes", justify="right")
+    seqs.add_column("", justify="right")
+    for s in fp.sequences:
+        cells = [format_tokens(s.context_tokens), f"{s.context_tokens:,}"]
+        if gpus > 1:
+            cells.append(f"{format_int(s.total_bytes)} B")
+        cells += [f"{format_int(s.per_gpu_bytes)} B", format_bytes(s.per_gpu_bytes)]
+        seqs.add_row(*cells)
+    out.print(seqs)
+    notes = list(fp.notes)
+    if fp.pp > 1:
+        notes.append(f"pipeline stages hold {', '.join(map(str, fp.stage_layers))} layers")
+    if fp.formats.k.residual_tokens:
+        notes.append(f"{fp.formats.k.residual_tokens} most recent tokens kept in fp16 (KIVI)")
+    notes += [f"assumed {a}" for a in m.assumptions]
+    for n in notes:
+        out.print(f"[dim]note: {n}[/dim]")
+    out.print("[dim]GiB = 2^30 bytes; fractional bytes from sub-byte formats are rounded up once "
+              "per GPU.[/dim]")

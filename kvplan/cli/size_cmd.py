@@ -1,0 +1,59 @@
+"""``kvplan size MODEL``: the KV footprint of one sequence, per layer kind and per GPU."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from ..footprint import kv_footprint
+from ..records import size_record
+from ..resolve import load_model
+from .options import parse_contexts
+
+DEFAULT_CONTEXTS = (4096, 32768, 131072)
+
+
+def size(
+    model: Annotated[str, typer.Argument(help="Built-in name (see `kvplan models`), or a path "
+                                         "to a config.json or a folder holding one.")],
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV storage format for K and V: "
+                                          "auto (model dtype), bf16, fp8, int4:group=64, kivi2, "
+                                          "nvfp4, q8_0, ... (see `kvplan formats`).")] = "auto",
+    k_dtype: Annotated[Optional[str], typer.Option("--k-dtype", help="Format for K only.")] = None,
+    v_dtype: Annotated[Optional[str], typer.Option("--v-dtype", help="Format for V only.")] = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
+    context: Annotated[Optional[list[str]], typer.Option(
+        "--context", "-c", help="Context length(s): 4096, 4k, 32k, 128k, 1M (k = 1024); "
+        "repeatable or comma-separated. Default 4k,32k,128k.")] = None,
+    block_size: Annotated[Optional[int], typer.Option(
+        "--block-size", help="Paged-cache block size in tokens (1 = no rounding). "
+        "Default: the engine's (vllm 16).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="Cache layout: vllm (default) or hf "
+                                        "(transformers; hf@4 for 4.x releases).")] = "vllm",
+    state_dtype: Annotated[Optional[str], typer.Option(
+        "--state-dtype", help="Override the dtype of SSM / linear-attention states.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """How much KV cache one sequence of MODEL needs, per layer kind, per context, per GPU."""
+    contexts = parse_contexts(context, DEFAULT_CONTEXTS)
+    if state_dtype is not None:
+        from ..dtypes import canonical_dtype
+        from ..errors import InputError
+
+        resolved = canonical_dtype(state_dtype)
+        if resolved is None:
+            raise InputError(f"unknown dtype {state_dtype!r}; use fp32, bf16 or fp16",
+                             field="--state-dtype")
+        state_dtype = resolved
+    m = load_model(model)
+    fp = kv_footprint(m, contexts, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp,
+                      pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype)
+    if as_json:
+        typer.echo(json.dumps(size_record(fp), indent=2))
+        return
+    from .render import render_size
+
+    render_size(fp)

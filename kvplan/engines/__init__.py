@@ -1,0 +1,35 @@
+"""Engine cache layouts: how each serving engine stores the cache a layer needs.
+
+Every engine is one ``EngineLayout`` value, built in its own module (``vllm.py``, ``hf.py``)
+with the behaviour it models and the engine version cited there. ``get_engine("vllm")`` or
+``get_engine("hf@4.57")`` picks one; the part after ``@`` is the engine version.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ..errors import InputError
+from .base import EngineLayout
+from .hf import hf_layout
+from .vllm import vllm_layout
+
+ENGINES = {"vllm": vllm_layout, "hf": hf_layout}
+ENGINE_ALIASES = {"transformers": "hf", "huggingface": "hf"}
+DEFAULT_ENGINE = "vllm"
+
+
+def get_engine(spec: str = DEFAULT_ENGINE) -> EngineLayout:
+    """Resolve ``name`` or ``name@version`` to an engine layout."""
+    name, _, version = spec.strip().lower().partition("@")
+    name = ENGINE_ALIASES.get(name, name)
+    if name not in ENGINES:
+        close = difflib.get_close_matches(name, list(ENGINES), n=2, cutoff=0.4)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise InputError(
+            f"unknown engine {spec!r}{hint}; known: {', '.join(ENGINES)}", field="--engine"
+        )
+    return ENGINES[name](version or None)
+
+
+__all__ = ["EngineLayout", "get_engine", "ENGINES", "DEFAULT_ENGINE"]

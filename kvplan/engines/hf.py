@@ -1,0 +1,52 @@
+"""Hugging Face transformers cache layout (``DynamicCache``), by release.
+
+Rules, with where transformers implements them:
+- No paging: a layer's K and V are tensors ``[batch, kv_heads, tokens, head_dim]`` grown by
+  concatenation (``src/transformers/cache_utils.py`` ``DynamicLayer``).
+- Sliding layers keep ``min(n, sliding_window - 1)`` tokens between steps
+  (``DynamicSlidingWindowLayer.update``: ``full_key_states[:, :, -self.sliding_window + 1:]``).
+  Chunked layers (Llama-4 ``chunked_attention``) use the same layer with
+  ``sliding_window = attention_chunk_size``, so they keep the last ``chunk - 1`` tokens rather
+  than the current chunk (v4.56 and later ``DynamicCache.__init__``).
+- MLA (DeepSeek-V2/V3, Kimi-K2): 4.x releases cache decompressed per-head
+  ``key_states`` (``num_heads x (qk_nope_head_dim + qk_rope_head_dim)``) and ``value_states``
+  (``num_heads x v_head_dim``) (``modeling_deepseek_v3.py``: ``past_key_value.update`` after
+  ``kv_b_proj``), as does DeepSeek's hub remote code; 5.x releases cache the latent
+  ``kv_lora_rank + qk_rope_head_dim`` (transformers PR #47761, "DeepseekV3Attention caches
+  the compressed MLA latents"). ``hf@4`` selects the 4.x layout; ``hf`` means 5.x.
+- Mamba / hybrid caches keep the full conv kernel: conv ``[batch, conv_dim, d_conv]`` and SSM
+  ``[batch, d_inner, d_state]`` (Mamba-1) or ``[batch, heads, head_dim, d_state]``
+  (Mamba-2), in the model dtype (``HybridMambaAttentionDynamicCache``, ``MambaCache``).
+- Qwen3-Next gated DeltaNet: conv ``[batch, conv_dim, conv_kernel]`` in the model dtype and the
+  recurrent state ``[batch, v_heads, k_dim, v_dim]`` in float32 (the torch path casts to
+  float32 and returns the final state in it).
+- ``torch_dtype`` from the config is used as is (an fp32 checkpoint stays fp32).
+"""
+
+from __future__ import annotations
+
+from .base import EngineLayout
+
+DEFAULT_VERSION = "5"
+
+
+def hf_layout(version: str | None = None) -> EngineLayout:
+    version = version or DEFAULT_VERSION
+    major = version.split(".")[0]
+    return EngineLayout(
+        name="hf",
+        version=version,
+        paged=False,
+        default_block_size_tokens=1,
+        mla_latent=not (major.isdigit() and int(major) < 5),
+        conv_state_columns_dropped=0,
+        chunk_aligned_local=False,
+        auto_dtype_from_fp32=None,
+        linear_state_dtype="fp32",
+        citations=(
+            "src/transformers/cache_utils.py",
+            "src/transformers/models/deepseek_v3/modeling_deepseek_v3.py",
+            "src/transformers/models/jamba/modeling_jamba.py",
+            "src/transformers/models/qwen3_next/modeling_qwen3_next.py",
+        ),
+    )

@@ -1,0 +1,62 @@
+"""vLLM (V1 engine) cache layout, modelled on vLLM 0.11 and current main.
+
+Rules, with where vLLM implements them:
+- Attention KV per layer is ``[2, num_blocks, block_size, num_kv_heads, head_size]``
+  (``vllm/v1/attention/backends/flash_attn.py`` ``get_kv_cache_shape``), page bytes
+  ``block_size * num_kv_heads * (head_size + head_size_v) * dtype_size``
+  (``vllm/v1/kv_cache_interface.py`` ``FullAttentionSpec``). Default block size 16 tokens
+  (``vllm/config/cache.py`` ``CacheConfig.DEFAULT_BLOCK_SIZE``); a request holds whole blocks.
+- ``kv_cache_dtype="auto"`` uses the model dtype; an fp32 checkpoint runs in bf16 on GPUs that
+  support it (``vllm/config/model.py`` ``_resolve_auto_dtype``: fp32 configs are downcast to
+  the platform's preferred dtype).
+- Sliding window: the next token needs the last ``sliding_window - 1`` computed tokens
+  (``SlidingWindowManager.get_num_skipped_tokens = num_computed - sliding_window + 1``) and
+  only whole blocks before them are freed, so a sequence of n tokens holds the blocks spanning
+  ``[n - (W - 1), n)``; its worst case over alignments is ``cdiv(W - 1 + B - 1, B)`` blocks
+  (vLLM's own bound, ``SlidingWindowSpec.max_memory_usage_bytes``, is
+  ``cdiv(W - 1 + max_num_batched_tokens, B) + 1`` blocks).
+- Chunked local attention keeps only the tokens of the current chunk
+  (``ChunkedLocalAttentionManager.get_num_skipped_tokens = (n // C) * C``), freed in whole
+  blocks.
+- MLA caches the latent, ``kv_lora_rank + qk_rope_head_dim`` elements, one copy
+  (``MLAAttentionSpec``: no factor 2), with ``num_kv_heads = 1`` on every TP rank
+  (``ModelConfig.get_num_kv_heads``: ``if use_mla: return 1``), i.e. replicated.
+- Mamba states (``vllm/model_executor/layers/mamba/mamba_utils.py``
+  ``MambaStateShapeCalculator``): conv ``(conv_kernel - 1, conv_dim / tp)``; Mamba-1 temporal
+  ``(d_inner / tp, d_state)``; Mamba-2 temporal ``(num_heads / tp, head_dim, d_state)`` with
+  groups replicated when ``n_groups % tp != 0`` (``extra_groups_for_head_shards``); gated
+  DeltaNet conv over ``2 * k_heads * k_dim + v_heads * v_dim`` and temporal
+  ``(v_heads / tp, v_dim, k_dim)``. Dtypes: ``mamba_cache_dtype`` and
+  ``mamba_ssm_cache_dtype`` default ``auto`` = the model dtype; NemotronH's SSM state
+  defaults to float32 (``vllm/model_executor/models/config.py``
+  ``NemotronHForCausalLMConfig``, ``DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32"``) unless the
+  config sets ``mamba_ssm_cache_dtype``.
+- Not modelled here (see ``kvplan fit``): hybrid page-size unification and padding, prefix
+  caching modes, speculative-decoding extra state slots, FlashMLA's block size 64.
+"""
+
+from __future__ import annotations
+
+from .base import EngineLayout
+
+DEFAULT_VERSION = "0.11"
+
+
+def vllm_layout(version: str | None = None) -> EngineLayout:
+    return EngineLayout(
+        name="vllm",
+        version=version or DEFAULT_VERSION,
+        paged=True,
+        default_block_size_tokens=16,
+        mla_latent=True,
+        conv_state_columns_dropped=1,
+        chunk_aligned_local=True,
+        auto_dtype_from_fp32="bf16",
+        ssm_dtype_by_model_type={"nemotron_h": "fp32"},
+        citations=(
+            "vllm/v1/kv_cache_interface.py",
+            "vllm/v1/core/single_type_kv_cache_manager.py",
+            "vllm/model_executor/layers/mamba/mamba_utils.py",
+            "vllm/config/cache.py",
+        ),
+    )

@@ -1,0 +1,43 @@
+"""Errors a user can cause. Each names where the bad value came from and how to fix it.
+
+The CLI turns every ``KvplanError`` into one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+
+class KvplanError(Exception):
+    """Base class: a user-caused failure with a one-line message."""
+
+    def __init__(self, message: str, *, source: str | None = None, field: str | None = None):
+        self.source = source
+        self.field = field
+        self.detail = message
+        prefix = ""
+        if source and field:
+            prefix = f"{source}: {field}: "
+        elif source:
+            prefix = f"{source}: "
+        elif field:
+            prefix = f"{field}: "
+        super().__init__(prefix + message)
+
+
+class ConfigError(KvplanError):
+    """A model config is malformed, lacks a field, or holds an impossible value."""
+
+
+class UnknownModelError(KvplanError):
+    """A model name that is neither built in, nor a path, nor (later) a Hub id."""
+
+
+class FormatError(KvplanError):
+    """An unknown or malformed KV storage format spec."""
+
+
+class ParallelismError(KvplanError):
+    """A TP/PP degree that cannot split the model."""
+
+
+class InputError(KvplanError):
+    """A bad command-line value (context length, block size, ...)."""

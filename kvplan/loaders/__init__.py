@@ -1,0 +1,1 @@
+"""Loaders: the edges where files and configs become core objects."""

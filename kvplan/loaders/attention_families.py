@@ -1,0 +1,154 @@
+"""Attention families: MHA/MQA/GQA decoders, Falcon's legacy keys, MLA, and which layers slide.
+
+Layer patterns follow the transformers config classes (v4.5x / v5), which vLLM mirrors:
+- ``layer_types`` wins when present (gpt-oss, gemma3, qwen3-next and newer configs).
+- Qwen2/Qwen2-MoE/Qwen3/Qwen3-MoE: layers with ``i >= max_window_layers`` slide, and only
+  when ``use_sliding_window`` is true (otherwise the window is ignored).
+- Gemma-2: even layers (``(i + 1) % 2 != 0``) slide; Gemma-3 and Cohere-2: layer i is full
+  when ``(i + 1) % sliding_window_pattern == 0`` (defaults 6 and 4), the rest slide.
+- Llama-4: with ``attention_chunk_size``, layers whose ``no_rope_layers[i]`` is 1 (RoPE layers)
+  are chunked and the NoPE layers are global; the default marks every 4th layer NoPE.
+- Everything else: a non-null ``sliding_window`` makes every layer slide (Mistral-7B-v0.1,
+  Phi-3), unless ``use_sliding_window`` is false.
+"""
+
+from __future__ import annotations
+
+from ..layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
+from .fields import Fields
+
+QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen3_vl_text"}
+PATTERN_DEFAULTS = {"gemma3_text": 6, "gemma3": 6, "cohere2": 4}
+
+#: ``layer_types`` values and the kind each means.
+LAYER_TYPE_KINDS = {
+    "full_attention": "full",
+    "attention": "full",
+    "global_attention": "full",
+    "sliding_attention": "sliding",
+    "local_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "mamba": "mamba",
+}
+
+
+def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
+    """(query heads, KV heads, K head dim, V head dim) of a standard attention layer."""
+    heads = f.int("num_attention_heads", "n_head", "n_heads")
+    if model_type in ("falcon", "RefinedWeb", "RefinedWebModel"):
+        kv = falcon_kv_heads(f, model_type, heads)
+    else:
+        kv = f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads,
+                   why="absent: one KV head per query head (MHA)")
+    if kv > heads or heads % kv:
+        raise f.error("num_key_value_heads", f"{kv} KV heads must divide {heads} attention heads")
+    head_dim = f.opt_int("head_dim") or f.opt_int("attention_head_dim")
+    if head_dim is None:
+        hidden = f.int("hidden_size", "d_model", "n_embd")
+        if hidden % heads:
+            raise f.error("hidden_size", f"{hidden} is not divisible by {heads} heads; "
+                          "the config needs an explicit head_dim")
+        head_dim = hidden // heads
+        f.assume(f"head_dim = hidden_size / num_attention_heads = {hidden} / {heads} = {head_dim}")
+    return heads, kv, head_dim, head_dim
+
+
+def falcon_kv_heads(f: Fields, model_type: str, heads: int) -> int:
+    """Falcon: ``new_decoder_architecture`` uses ``num_kv_heads`` (falcon-40b/180B: 8);
+    otherwise ``multi_query`` (FalconConfig default true) means one KV head (falcon-7b)."""
+    new_arch = f.bool("new_decoder_architecture", model_type == "RefinedWeb")
+    if new_arch:
+        return f.int("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
+    if "multi_query" not in f.config:
+        f.assume("multi_query = true (FalconConfig default)")
+    return 1 if f.bool("multi_query", True) else heads
+
+
+def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
+    """Per-layer attention kind: "full", "sliding" or "chunked" (or a hybrid kind from
+    ``layer_types``)."""
+    types = f.list("layer_types")
+    if types is not None:
+        if len(types) != num_layers:
+            raise f.error("layer_types", f"has {len(types)} entries for {num_layers} layers")
+        kinds = []
+        for i, t in enumerate(types):
+            if t not in LAYER_TYPE_KINDS:
+                raise f.error(f"layer_types[{i}]", f"unknown layer type {t!r}; known: "
+                              f"{', '.join(LAYER_TYPE_KINDS)}")
+            kinds.append(LAYER_TYPE_KINDS[t])
+        return kinds
+    window = f.opt_int("sliding_window")
+    if model_type.startswith("llama4"):
+        return _llama4_kinds(f, num_layers)
+    if window is None or not f.bool("use_sliding_window", True):
+        return ["full"] * num_layers
+    if model_type in QWEN_FAMILY:
+        first = f.int("max_window_layers", default=num_layers, why="absent: no layer slides")
+        return ["sliding" if i >= first else "full" for i in range(num_layers)]
+    if model_type == "gemma2":
+        return ["sliding" if (i + 1) % 2 else "full" for i in range(num_layers)]
+    if model_type in PATTERN_DEFAULTS:
+        pattern = f.int("sliding_window_pattern", "_sliding_window_pattern",
+                        default=PATTERN_DEFAULTS[model_type], why=f"{model_type} default")
+        return ["sliding" if (i + 1) % pattern else "full" for i in range(num_layers)]
+    return ["sliding"] * num_layers
+
+
+def _llama4_kinds(f: Fields, num_layers: int) -> list[str]:
+    if not f.has("attention_chunk_size"):
+        return ["full"] * num_layers
+    rope = f.list("no_rope_layers")
+    if not rope:
+        interval = f.int("no_rope_layer_interval", default=4, why="Llama4TextConfig default")
+        rope = [int((i + 1) % interval != 0) for i in range(num_layers)]
+        f.assume(f"no_rope_layers: every {interval}th layer is NoPE global attention")
+    if len(rope) != num_layers:
+        raise f.error("no_rope_layers", f"has {len(rope)} entries for {num_layers} layers")
+    return ["chunked" if r else "full" for r in rope]
+
+
+def attention_spec(f: Fields, model_type: str, kind: str, shape=None):
+    """The spec of one attention layer of ``kind`` ("full", "sliding", "chunked")."""
+    heads, kv, dk, dv = shape or attention_shape(f, model_type)
+    common = dict(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=dk, head_dim_v=dv)
+    if kind == "sliding":
+        window = f.int("sliding_window", "attention_window")
+        return SlidingWindow(window_tokens=window, **common)
+    if kind == "chunked":
+        return ChunkedLocal(chunk_tokens=f.int("attention_chunk_size"), **common)
+    return FullAttention(**common)
+
+
+def parse_standard(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers", "n_layer", "num_layers")
+    shape = attention_shape(f, model_type)
+    kinds = layer_kinds(f, model_type, num_layers)
+    specs = {k: attention_spec(f, model_type, k, shape) for k in set(kinds)
+             if k in ("full", "sliding", "chunked")}
+    bad = [i for i, k in enumerate(kinds) if k not in specs]
+    if bad:
+        raise f.error(f"layer_types[{bad[0]}]", f"{model_type} has no {kinds[bad[0]]} layers")
+    return [(specs[k],) for k in kinds]
+
+
+def parse_mla(f: Fields, model_type: str) -> list[tuple]:
+    """DeepSeek-V2/V3, Kimi-K2: every layer caches the MLA latent.
+
+    The MTP layers (``num_nextn_predict_layers``) are used only for speculative decoding and are
+    not counted.
+    """
+    num_layers = f.int("num_hidden_layers")
+    spec = MultiHeadLatent(
+        num_attention_heads=f.int("num_attention_heads"),
+        kv_lora_rank=f.int("kv_lora_rank"),
+        qk_rope_head_dim=f.int("qk_rope_head_dim"),
+        qk_nope_head_dim=f.int("qk_nope_head_dim"),
+        v_head_dim=f.int("v_head_dim"),
+    )
+    mtp = f.opt_int("num_nextn_predict_layers", minimum=0)
+    if mtp:
+        f.assume(f"num_nextn_predict_layers = {mtp}: MTP layer(s) not counted "
+                 "(they cache KV only when used as a speculative draft)")
+    return [(spec,)] * num_layers

@@ -1,0 +1,90 @@
+"""Reading typed fields out of a config dict, with one clear error per bad field.
+
+``Fields`` wraps one config mapping (the text model's), the file it came from and a list that
+collects assumptions: every value taken from a library default rather than the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dtypes import canonical_dtype
+from ..errors import ConfigError
+
+_MISSING = object()
+
+
+class Fields:
+    def __init__(self, config: dict, source: str, prefix: str = ""):
+        self.config = config
+        self.source = source
+        self.prefix = prefix  # e.g. "text_config." for multimodal wrappers
+        self.assumptions: list[str] = []
+
+    def has(self, key: str) -> bool:
+        return self.config.get(key) is not None
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        value = self.config.get(key)
+        return default if value is None else value
+
+    def error(self, key: str, message: str) -> ConfigError:
+        return ConfigError(message, source=self.source, field=self.prefix + key)
+
+    def int(self, *keys: str, default: Any = _MISSING, why: str = "", minimum: int = 1) -> int:
+        """The first of ``keys`` present, as an integer >= ``minimum``.
+
+        With no key present, ``default`` is used and recorded as an assumption (``why`` says
+        whose default it is); with no default, the first key is reported missing.
+        """
+        for key in keys:
+            value = self.config.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise self.error(key, f"expected an integer, got {value!r}")
+            if isinstance(value, float) and not value.is_integer():
+                raise self.error(key, f"expected an integer, got {value!r}")
+            if value < minimum:
+                raise self.error(key, f"must be >= {minimum}, got {value!r}")
+            return int(value)
+        if default is _MISSING:
+            names = " / ".join(self.prefix + k for k in keys)
+            raise ConfigError(f"missing required field {names}", source=self.source,
+                              field=self.prefix + keys[0])
+        self.assume(f"{self.prefix}{keys[0]} = {default}" + (f" ({why})" if why else ""))
+        return default
+
+    def opt_int(self, key: str, minimum: int = 1) -> int | None:
+        return self.int(key, minimum=minimum) if self.has(key) else None
+
+    def bool(self, key: str, default: bool = False) -> bool:
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def list(self, key: str) -> list | None:
+        value = self.config.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise self.error(key, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def dtype(self, *keys: str) -> str | None:
+        for key in keys:
+            value = self.config.get(key)
+            if value is None:
+                continue
+            name = canonical_dtype(str(value))
+            if name is None:
+                raise self.error(key, f"unknown dtype {value!r}")
+            return name
+        return None
+
+    def assume(self, text: str) -> None:
+        if text not in self.assumptions:
+            self.assumptions.append(text)

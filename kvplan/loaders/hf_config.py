@@ -1,0 +1,121 @@
+"""Hugging Face ``config.json`` (a dict) -> ``Model``: one adapter per family, keyed by
+``model_type``. Never imports or runs model code: ``auto_map`` is ignored.
+
+Multimodal wrappers (llava, gemma3, llama4, qwen2_vl, ...) keep the language model under
+``text_config``; its fields are read from there (the wrapper's dtype is used when the text
+config has none). A config with no ``model_type`` but ``d_model``/``n_layer`` is the
+``mamba_ssm`` package format. An unknown ``model_type`` is read with the standard decoder
+fields and a warning listing what was assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..errors import ConfigError
+from ..model import Model
+from .attention_families import parse_mla, parse_standard
+from .fields import Fields
+from .ssm_families import (
+    parse_bamba,
+    parse_falcon_h1,
+    parse_granitemoehybrid,
+    parse_jamba,
+    parse_mamba1,
+    parse_mamba2,
+    parse_mamba_ssm,
+    parse_nemotron_h,
+    parse_qwen3_next,
+    parse_zamba2,
+)
+
+Adapter = Callable[[Fields, str], list[tuple]]
+
+STANDARD_TYPES = (
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "phi",
+    "gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "cohere2", "gpt_neox", "llama4",
+    "llama4_text", "gpt_oss", "falcon", "RefinedWeb", "RefinedWebModel", "qwen2_vl",
+    "qwen2_5_vl", "starcoder2", "olmo", "olmo2", "granite", "granitemoe", "internlm2", "exaone",
+)
+ADAPTERS: dict[str, Adapter] = {t: parse_standard for t in STANDARD_TYPES}
+ADAPTERS.update({
+    "deepseek_v2": parse_mla,
+    "deepseek_v3": parse_mla,
+    "kimi_k2": parse_mla,
+    "mamba": parse_mamba1,
+    "falcon_mamba": parse_mamba1,
+    "mamba2": parse_mamba2,
+    "mamba_ssm": parse_mamba_ssm,
+    "jamba": parse_jamba,
+    "zamba2": parse_zamba2,
+    "falcon_h1": parse_falcon_h1,
+    "nemotron_h": parse_nemotron_h,
+    "bamba": parse_bamba,
+    "granitemoehybrid": parse_granitemoehybrid,
+    "qwen3_next": parse_qwen3_next,
+})
+
+#: The text model_type of a multimodal wrapper whose text_config names none.
+WRAPPER_TEXT_TYPES = {"llava": "llama", "llava_next": "llama", "gemma3": "gemma3_text",
+                      "llama4": "llama4_text", "mistral3": "mistral"}
+
+
+def _text_config(config: dict, source: str) -> tuple[dict, str, str]:
+    """(text config, its model_type, key prefix for error messages)."""
+    top_type = config.get("model_type")
+    text = config.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise ConfigError("expected an object", source=source, field="text_config")
+    if text and not config.get("num_hidden_layers"):
+        mtype = text.get("model_type") or WRAPPER_TEXT_TYPES.get(top_type, top_type)
+        return text, mtype, "text_config."
+    if top_type is None and "d_model" in config and "n_layer" in config:
+        return config, "mamba_ssm", ""
+    return config, top_type, ""
+
+
+def parse_config(config: object, *, name: str, source: str, hub_id: str | None = None) -> Model:
+    """Parse one config.json mapping into a ``Model``."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"expected a JSON object, got {type(config).__name__}", source=source)
+    text, model_type, prefix = _text_config(config, source)
+    f = Fields(text, source, prefix)
+    warnings: list[str] = []
+    if model_type is None:
+        raise ConfigError("missing required field model_type (and not a mamba_ssm config)",
+                          source=source, field="model_type")
+    if not isinstance(model_type, str):
+        raise ConfigError(f"expected a string, got {model_type!r}", source=source,
+                          field=prefix + "model_type")
+    adapter = ADAPTERS.get(model_type)
+    if adapter is None:
+        adapter = parse_standard
+    layers = adapter(f, model_type)
+    if not any(layers):
+        raise ConfigError("no layer holds a KV cache or state", source=source,
+                          field=prefix + "num_hidden_layers")
+    if model_type not in ADAPTERS:
+        warnings.append(
+            f"unknown model_type {model_type!r}: read as a standard decoder ("
+            + "; ".join(f.assumptions or ["standard fields only"]) + ")"
+        )
+    dtype = f.dtype("torch_dtype", "dtype") or Fields(config, source).dtype("torch_dtype", "dtype")
+    if dtype is None:
+        dtype = "bf16"
+        f.assume("dtype = bf16 (config names no torch_dtype/dtype)")
+    hidden = f.int("hidden_size", "d_model", "n_embd", default=0, minimum=0)
+    heads = f.opt_int("num_attention_heads") or f.opt_int("n_head")
+    return Model(
+        name=name,
+        model_type=model_type,
+        layers=tuple(tuple(b) for b in layers),
+        hidden_size=hidden,
+        vocab_size=f.opt_int("vocab_size"),
+        num_attention_heads=heads,
+        dtype=dtype,
+        source=source,
+        hub_id=hub_id,
+        assumptions=tuple(a for a in f.assumptions if not a.startswith("hidden_size = 0")),
+        warnings=tuple(warnings),
+        config=config,
+    )

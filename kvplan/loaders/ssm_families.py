@@ -1,0 +1,271 @@
+"""State-space, linear-attention and hybrid families.
+
+Field names and defaults are those of the transformers config classes (and, for the
+``mamba_ssm`` package's own config format, of ``mamba_ssm``'s ``Mamba``/``Mamba2`` modules):
+- mamba / falcon_mamba: ``intermediate_size`` (d_inner), ``state_size``, ``conv_kernel``.
+- mamba2: ``num_heads`` x ``head_dim``, ``state_size``, ``n_groups``, ``conv_kernel``,
+  d_inner = ``expand * hidden_size``.
+- mamba_ssm format (no ``model_type``): ``d_model``, ``n_layer``, ``ssm_cfg.layer``
+  ("Mamba1"/"Mamba2"), module defaults d_state 16 (Mamba1) or 128 (Mamba2), d_conv 4, expand 2,
+  headdim 64, ngroups 1; ``attn_layer_idx`` lists MHA layers configured by ``attn_cfg``.
+- jamba: attention at layers with ``i % attn_layer_period == attn_layer_offset``, Mamba-1
+  elsewhere (d_inner = ``mamba_expand * hidden_size``).
+- zamba2: ``layers_block_type`` "mamba" / "hybrid"; a hybrid layer runs the shared attention
+  block (its own KV cache per call site) beside its Mamba-2 mixer.
+- falcon_h1: attention and Mamba-2 side by side in every layer (``attn_layer_indices`` null),
+  d_inner = ``mamba_d_ssm``.
+- nemotron_h: ``hybrid_override_pattern``: M = Mamba-2, * = attention, - and E = MLP / MoE only
+  (no cache); d_inner = ``mamba_num_heads * mamba_head_dim``.
+- bamba: attention at ``attn_layer_indices``; granitemoehybrid: ``layer_types``
+  "mamba"/"attention"; both Mamba-2 with d_inner = ``mamba_expand * hidden_size``.
+- qwen3_next: ``layer_types`` (or every ``full_attention_interval``-th layer full) with gated
+  DeltaNet linear attention elsewhere.
+"""
+
+from __future__ import annotations
+
+from ..layers import FullAttention, LinearAttention, Mamba
+from .attention_families import attention_shape, attention_spec, layer_kinds
+from .fields import Fields
+
+
+def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str, state: str, groups: str,
+            conv: str, defaults: dict[str, int], family: str) -> Mamba:
+    def get(key: str, name: str) -> int:
+        return f.int(key, default=defaults[name], why=f"{family} default") if name in defaults \
+            else f.int(key)
+
+    raw_head_dim = f.raw(head_dim)
+    if f.has(heads) or "heads" in defaults:
+        n_heads = get(heads, "heads")
+        if raw_head_dim == "auto" or (raw_head_dim is None and "head_dim" not in defaults):
+            if d_inner % n_heads:
+                raise f.error(heads, f"d_inner {d_inner} does not divide into {n_heads} heads")
+            hd = d_inner // n_heads
+            f.assume(f"{f.prefix}{head_dim} = d_inner / {heads} = {d_inner} / {n_heads} = {hd}")
+        else:
+            hd = get(head_dim, "head_dim")
+    else:
+        hd = get(head_dim, "head_dim")
+        if d_inner % hd:
+            raise f.error(head_dim, f"d_inner {d_inner} does not divide into heads of {hd}")
+        n_heads = d_inner // hd
+        f.assume(f"{f.prefix}{heads} = d_inner / {head_dim} = {d_inner} / {hd} = {n_heads}")
+    if n_heads * hd != d_inner:
+        raise f.error(heads, f"{n_heads} heads x {hd} head dim != d_inner {d_inner}")
+    return Mamba(
+        version=2, d_inner=d_inner, d_state=get(state, "state"), d_conv=get(conv, "conv"),
+        num_heads=n_heads, head_dim=hd, n_groups=get(groups, "groups"),
+        ssm_dtype=f.dtype("mamba_ssm_cache_dtype"),
+    )
+
+
+def _expand_inner(f: Fields, expand_key: str, default_expand: int, family: str) -> int:
+    hidden = f.int("hidden_size")
+    expand = f.int(expand_key, default=default_expand, why=f"{family} default")
+    return expand * hidden
+
+
+def parse_mamba1(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers", "n_layer")
+    if f.has("intermediate_size"):
+        d_inner = f.int("intermediate_size")
+    else:
+        d_inner = _expand_inner(f, "expand", 2, "MambaConfig")
+    spec = Mamba(
+        version=1, d_inner=d_inner,
+        d_state=f.int("state_size", default=16, why="MambaConfig default"),
+        d_conv=f.int("conv_kernel", default=4, why="MambaConfig default"),
+    )
+    return [(spec,)] * num_layers
+
+
+def parse_mamba2(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    d_inner = _expand_inner(f, "expand", 2, "Mamba2Config")
+    spec = _mamba2(f, d_inner=d_inner, heads="num_heads", head_dim="head_dim", state="state_size",
+                   groups="n_groups", conv="conv_kernel", family="Mamba2Config",
+                   defaults={"heads": 128, "head_dim": 64, "state": 128, "groups": 8, "conv": 4})
+    return [(spec,)] * num_layers
+
+
+def parse_mamba_ssm(f: Fields, model_type: str) -> list[tuple]:
+    """The ``mamba_ssm`` package's config.json (state-spaces/mamba2-2.7b): no model_type."""
+    num_layers = f.int("n_layer")
+    d_model = f.int("d_model")
+    ssm = f.raw("ssm_cfg", {})
+    if not isinstance(ssm, dict):
+        raise f.error("ssm_cfg", "expected an object")
+    layer = ssm.get("layer", "Mamba1")
+    sub = Fields(ssm, f.source, prefix="ssm_cfg.")
+    sub.assumptions = f.assumptions
+    if layer == "Mamba2":
+        d_inner = sub.int("expand", default=2, why="mamba_ssm Mamba2 default") * d_model
+        spec = _mamba2(sub, d_inner=d_inner, heads="nheads", head_dim="headdim", state="d_state",
+                       groups="ngroups", conv="d_conv", family="mamba_ssm Mamba2",
+                       defaults={"head_dim": 64, "state": 128, "groups": 1, "conv": 4})
+    elif layer == "Mamba1":
+        spec = Mamba(
+            version=1,
+            d_inner=sub.int("expand", default=2, why="mamba_ssm Mamba default") * d_model,
+            d_state=sub.int("d_state", default=16, why="mamba_ssm Mamba default"),
+            d_conv=sub.int("d_conv", default=4, why="mamba_ssm Mamba default"),
+        )
+    else:
+        raise sub.error("layer", f"unknown mamba_ssm layer {layer!r}; expected Mamba1 or Mamba2")
+    attn_idx = set(f.list("attn_layer_idx") or [])
+    blocks: list[tuple] = [(spec,)] * num_layers
+    if attn_idx:
+        acfg = f.raw("attn_cfg", {})
+        af = Fields(acfg, f.source, prefix="attn_cfg.")
+        af.assumptions = f.assumptions
+        heads = af.int("num_heads")
+        kv = af.int("num_heads_kv", default=heads, why="mamba_ssm MHA default")
+        hd = af.int("head_dim", default=d_model // heads, why="d_model / num_heads")
+        attn = FullAttention(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=hd, head_dim_v=hd)
+        for i in attn_idx:
+            if not isinstance(i, int) or not 0 <= i < num_layers:
+                raise f.error("attn_layer_idx", f"layer index {i!r} outside 0..{num_layers - 1}")
+            blocks[i] = (attn,)
+    return blocks
+
+
+def parse_jamba(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    period = f.int("attn_layer_period", default=8, why="JambaConfig default")
+    offset = f.int("attn_layer_offset", default=4, why="JambaConfig default", minimum=0)
+    if offset >= period:
+        raise f.error("attn_layer_offset", f"{offset} must be less than attn_layer_period {period}")
+    attn = attention_spec(f, model_type, "full")
+    mamba = Mamba(
+        version=1, d_inner=_expand_inner(f, "mamba_expand", 2, "JambaConfig"),
+        d_state=f.int("mamba_d_state", default=16, why="JambaConfig default"),
+        d_conv=f.int("mamba_d_conv", default=4, why="JambaConfig default"),
+    )
+    return [(attn,) if i % period == offset else (mamba,) for i in range(num_layers)]
+
+
+def _kinds_list(f: Fields, key: str, num_layers: int, allowed: dict[str, str]) -> list[str]:
+    values = f.list(key)
+    if values is None:
+        raise f.error(key, "missing: the layer pattern of this hybrid model")
+    if len(values) != num_layers:
+        raise f.error(key, f"has {len(values)} entries for {num_layers} layers")
+    out = []
+    for i, v in enumerate(values):
+        if v not in allowed:
+            raise f.error(f"{key}[{i}]", f"unknown layer type {v!r}; known: {', '.join(allowed)}")
+        out.append(allowed[v])
+    return out
+
+
+def parse_zamba2(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    kinds = _kinds_list(f, "layers_block_type", num_layers, {"mamba": "mamba", "hybrid": "hybrid"})
+    d_inner = _expand_inner(f, "mamba_expand", 2, "Zamba2Config")
+    mamba = _mamba2(f, d_inner=d_inner, heads="n_mamba_heads", head_dim="mamba_headdim",
+                    state="mamba_d_state", groups="mamba_ngroups", conv="mamba_d_conv",
+                    family="Zamba2Config",
+                    defaults={"head_dim": 64, "state": 64, "groups": 1, "conv": 4})
+    heads = f.int("num_attention_heads")
+    kv = f.int("num_key_value_heads", default=heads, why="Zamba2Config default (MHA)")
+    if f.has("attention_head_dim"):
+        hd = f.int("attention_head_dim")
+    else:
+        hd = 2 * f.int("hidden_size") // heads
+        f.assume(f"attention_head_dim = 2 * hidden_size / num_attention_heads = {hd}")
+    attn = FullAttention(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=hd, head_dim_v=hd)
+    return [(attn, mamba) if k == "hybrid" else (mamba,) for k in kinds]
+
+
+def parse_falcon_h1(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    if f.has("mamba_d_ssm"):
+        d_inner = f.int("mamba_d_ssm")
+    else:
+        d_inner = _expand_inner(f, "mamba_expand", 2, "FalconH1Config")
+    mamba = _mamba2(f, d_inner=d_inner, heads="mamba_n_heads", head_dim="mamba_d_head",
+                    state="mamba_d_state", groups="mamba_n_groups", conv="mamba_d_conv",
+                    family="FalconH1Config", defaults={"state": 256, "groups": 1, "conv": 4})
+    attn = attention_spec(f, model_type, "full")
+    idx = f.list("attn_layer_indices")
+    with_attn = set(range(num_layers)) if idx is None else set(idx)
+    return [(attn, mamba) if i in with_attn else (mamba,) for i in range(num_layers)]
+
+
+def parse_nemotron_h(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    pattern = f.raw("hybrid_override_pattern")
+    if not isinstance(pattern, str):
+        raise f.error("hybrid_override_pattern", "missing: expected a string such as 'M-M*-'")
+    if len(pattern) != num_layers:
+        raise f.error("hybrid_override_pattern",
+                      f"has {len(pattern)} characters for {num_layers} layers")
+    heads_n = f.int("mamba_num_heads")
+    hd = f.int("mamba_head_dim")
+    mamba = _mamba2(f, d_inner=heads_n * hd, heads="mamba_num_heads", head_dim="mamba_head_dim",
+                    state="ssm_state_size", groups="n_groups", conv="conv_kernel",
+                    family="NemotronHConfig", defaults={"groups": 8, "conv": 4})
+    attn = attention_spec(f, model_type, "full") if "*" in pattern else None
+    blocks: list[tuple] = []
+    for i, ch in enumerate(pattern):
+        if ch == "M":
+            blocks.append((mamba,))
+        elif ch == "*":
+            blocks.append((attn,))
+        elif ch in "-E":
+            blocks.append(())
+        else:
+            raise f.error("hybrid_override_pattern",
+                          f"character {ch!r} at {i}: expected M (mamba), * (attention), - or E")
+    return blocks
+
+
+def _granite_mamba(f: Fields, family: str) -> Mamba:
+    d_inner = _expand_inner(f, "mamba_expand", 2, family)
+    return _mamba2(f, d_inner=d_inner, heads="mamba_n_heads", head_dim="mamba_d_head",
+                   state="mamba_d_state", groups="mamba_n_groups", conv="mamba_d_conv",
+                   family=family, defaults={"heads": 128, "state": 256, "groups": 1, "conv": 4})
+
+
+def parse_bamba(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    mamba = _granite_mamba(f, "BambaConfig")
+    attn = attention_spec(f, model_type, "full")
+    idx = set(f.list("attn_layer_indices") or [])
+    return [(attn,) if i in idx else (mamba,) for i in range(num_layers)]
+
+
+def parse_granitemoehybrid(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    kinds = _kinds_list(f, "layer_types", num_layers, {"mamba": "mamba", "attention": "full"})
+    mamba = _granite_mamba(f, "GraniteMoeHybridConfig")
+    attn = attention_spec(f, model_type, "full") if "full" in kinds else None
+    return [(attn,) if k == "full" else (mamba,) for k in kinds]
+
+
+def parse_qwen3_next(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.int("num_hidden_layers")
+    if f.has("layer_types"):
+        kinds = layer_kinds(f, model_type, num_layers)
+    else:
+        every = f.int("full_attention_interval", default=4, why="Qwen3NextConfig default")
+        kinds = ["full" if (i + 1) % every == 0 else "linear" for i in range(num_layers)]
+    shape = attention_shape(f, model_type)
+    attn = attention_spec(f, model_type, "full", shape)
+    linear = LinearAttention(
+        num_k_heads=f.int("linear_num_key_heads"),
+        num_v_heads=f.int("linear_num_value_heads"),
+        head_k_dim=f.int("linear_key_head_dim"),
+        head_v_dim=f.int("linear_value_head_dim"),
+        conv_kernel=f.int("linear_conv_kernel_dim", default=4, why="Qwen3NextConfig default"),
+    )
+    out = []
+    for i, k in enumerate(kinds):
+        if k == "full":
+            out.append((attn,))
+        elif k == "linear":
+            out.append((linear,))
+        else:
+            raise f.error(f"layer_types[{i}]", f"qwen3_next has no {k} layers")
+    return out

@@ -1,0 +1,48 @@
+"""The typed model description the engine works on. Pure."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .layers import LayerSpec
+
+
+@dataclass(frozen=True)
+class Model:
+    """An ordered stack of decoder layers plus the dimensions later stages need.
+
+    ``layers[i]`` is the tuple of caches decoder layer ``i`` keeps: usually one spec, none for
+    an MLP-only layer (Nemotron-H ``-``), two for a layer that runs attention and a Mamba mixer
+    side by side (Falcon-H1, Zamba2's hybrid layers). ``dtype`` is the model's own dtype
+    (``torch_dtype``/``dtype`` in config.json) as a short name such as ``bf16``.
+    ``assumptions`` records each value that was derived or defaulted rather than read, so the
+    CLI can explain it; ``warnings`` are shown to the user.
+    """
+
+    name: str
+    model_type: str
+    layers: tuple[tuple[LayerSpec, ...], ...]
+    hidden_size: int
+    vocab_size: int | None
+    num_attention_heads: int | None
+    dtype: str
+    source: str = ""
+    hub_id: str | None = None
+    assumptions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    config: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def cache_layers(self) -> list[LayerSpec]:
+        """Every cache-holding spec, in layer order."""
+        return [spec for block in self.layers for spec in block]
+
+    def layer_groups(self) -> list[tuple[LayerSpec, int]]:
+        """Distinct layer specs with their counts, in order of first appearance."""
+        counts = Counter(self.cache_layers)
+        return list({spec: counts[spec] for spec in self.cache_layers}.items())

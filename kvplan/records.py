@@ -1,0 +1,41 @@
+"""Footprint -> plain records: the public JSON of ``kvplan size --json``. Pure.
+
+Keys are a public interface (scripts depend on them): change none without a version bump.
+Byte counts that are fractions (sub-byte formats) are rounded up to whole bytes here.
+"""
+
+from __future__ import annotations
+
+from .footprint import Footprint
+from .units import ceil_bytes
+
+
+def size_record(fp: Footprint) -> dict:
+    layers = []
+    for row in fp.layers:
+        state = not row.spec.grows and row.state_bytes > 0
+        layers.append({
+            "kind": row.kind,
+            "count": row.count,
+            "kv_heads": None if state else row.kv_heads,
+            "head_dim": None if state else row.head_dim_k,
+            "window_tokens": row.window_tokens,
+            "bytes_per_token": ceil_bytes(row.bytes_per_token * row.count),
+            "state_bytes": row.state_bytes * row.count,
+        })
+    return {
+        "model": fp.model.name,
+        "engine": fp.engine.name,
+        "kv_dtype": fp.kv_dtype,
+        "tp": fp.tp,
+        "pp": fp.pp,
+        "block_size": fp.block_size_tokens,
+        "layers": layers,
+        "bytes_per_token": ceil_bytes(fp.bytes_per_token),
+        "state_bytes_per_sequence": fp.state_bytes_per_sequence,
+        "sequences": [
+            {"context_tokens": s.context_tokens, "total_bytes": s.total_bytes,
+             "per_gpu_bytes": s.per_gpu_bytes}
+            for s in fp.sequences
+        ],
+    }

@@ -1,0 +1,85 @@
+"""Byte and token units, exact integer helpers and human formatting. Pure, no I/O."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+TiB = 1024**4
+KB = 1000
+MB = 1000**2
+GB = 1000**3
+TB = 1000**4
+
+#: Token-count suffixes accepted on the command line: k = 1024 (as context lengths are quoted).
+TOKEN_SUFFIXES = {"k": 1024, "m": 1024**2}
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative integers."""
+    return -(-a // b)
+
+
+def ceil_bytes(value: Fraction | int) -> int:
+    """Round an exact byte count up to whole bytes (done once, at the end)."""
+    return math.ceil(value)
+
+
+def parse_tokens(text: str) -> int:
+    """Parse a token count: ``4096``, ``4k`` (= 4096), ``32K``, ``128k``, ``1M`` (= 1048576).
+
+    Raises ValueError with a short reason; callers attach the option name.
+    """
+    s = str(text).strip().lower().replace("_", "")
+    if not s:
+        raise ValueError("empty token count")
+    mult = 1
+    if s[-1] in TOKEN_SUFFIXES:
+        mult = TOKEN_SUFFIXES[s[-1]]
+        s = s[:-1]
+    try:
+        if "." in s:
+            value = Fraction(s) * mult
+            if value.denominator != 1:
+                raise ValueError(f"{text!r} is not a whole number of tokens")
+            n = int(value)
+        else:
+            n = int(s) * mult
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{text!r} is not a token count (use e.g. 4096, 4k, 128k, 1M)") from None
+    if n <= 0:
+        raise ValueError(f"{text!r} must be a positive number of tokens")
+    return n
+
+
+def format_tokens(n: int) -> str:
+    """``131072`` -> ``128k``; counts that are not multiples of 1024 stay as digits."""
+    if n >= 1024**2 and n % (1024**2) == 0:
+        return f"{n // 1024**2}M"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024}k"
+    return str(n)
+
+
+def format_bytes(n: int | Fraction, binary: bool = True) -> str:
+    """Human form of a byte count, saying which unit family: ``GiB`` (2^30) or ``GB`` (10^9)."""
+    value = float(n)
+    if binary:
+        units = [(TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")]
+    else:
+        units = [(TB, "TB"), (GB, "GB"), (MB, "MB"), (KB, "kB")]
+    for size, name in units:
+        if value >= size:
+            return f"{value / size:.2f} {name}"
+    return f"{value:.0f} B" if value == int(value) else f"{value:.2f} B"
+
+
+def format_int(n: int | Fraction) -> str:
+    """Exact byte count with thousands separators; fractions keep their exact form."""
+    if isinstance(n, Fraction) and n.denominator != 1:
+        whole = n.numerator // n.denominator
+        return f"{whole:,} {n - whole}"
+    return f"{int(n):,}"
