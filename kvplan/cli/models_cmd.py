@@ -24,7 +24,7 @@ def models(
         kinds = ", ".join(f"{r.kind} x{r.count}" for r in fp.layers)
         rows.append({"name": spec["name"], "hub_id": spec.get("hub_id"),
                      "family": spec.get("family", m.model_type), "layers": kinds,
-                     "bytes_per_token": int(fp.bytes_per_token),
+                     "bytes_per_token": int(sum(r.bytes_per_token * r.count for r in fp.layers)),
                      "aliases": spec.get("aliases", [])})
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -33,7 +33,8 @@ def models(
 
     from .render import console
 
-    table = Table(title=f"{len(rows)} built-in models (KV bytes per token: model dtype, vLLM)",
+    table = Table(title=f"{len(rows)} built-in models (KV bytes per token over every attention layer, "
+                  "model dtype, vLLM; windowed layers stop growing at their window)",
                   title_justify="left")
     for col in ("name", "hub id", "family", "cache layers", "KV B/token"):
         table.add_column(col, justify="right" if col == "KV B/token" else "left")

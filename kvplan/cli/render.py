@@ -12,7 +12,11 @@ from ..units import ceil_bytes, format_bytes, format_int, format_tokens
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """A console that is at least 120 columns wide when writing to a file or pipe."""
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal:
+        out = Console(highlight=False, soft_wrap=False, width=max(out.width, 120))
+    return out
 
 
 def warn(message: str) -> None:

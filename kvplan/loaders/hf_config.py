@@ -55,6 +55,13 @@ ADAPTERS.update({
     "qwen3_next": parse_qwen3_next,
 })
 
+#: transformers config-class defaults for fields a config may leave out (llava's text_config
+#: names only what differs from ``LlamaConfig``). Each one used is listed as an assumption.
+LIBRARY_DEFAULTS: dict[str, dict[str, object]] = {
+    "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+              "vocab_size": 32000},
+}
+
 #: The text model_type of a multimodal wrapper whose text_config names none.
 WRAPPER_TEXT_TYPES = {"llava": "llama", "llava_next": "llama", "gemma3": "gemma3_text",
                       "llama4": "llama4_text", "mistral3": "mistral"}
@@ -80,6 +87,11 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         raise ConfigError(f"expected a JSON object, got {type(config).__name__}", source=source)
     text, model_type, prefix = _text_config(config, source)
     f = Fields(text, source, prefix)
+    for key, value in LIBRARY_DEFAULTS.get(model_type, {}).items():
+        if text.get(key) is None:
+            text = {**text, key: value}
+            f.config = text
+            f.assume(f"{prefix}{key} = {value} (transformers {model_type} config default)")
     warnings: list[str] = []
     if model_type is None:
         raise ConfigError("missing required field model_type (and not a mamba_ssm config)",
