@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
+from typer.exceptions import TyperException  # typer 0.28 vendors click: its errors derive from this
 
 from ..errors import KvplanError
 from . import formats_cmd, models_cmd, size_cmd
@@ -42,14 +42,15 @@ def run(argv: list[str] | None = None) -> int:
         if os.environ.get("KVPLAN_DEBUG") == "1":
             raise
         return _fail(str(e))
-    except click.exceptions.NoArgsIsHelpError as e:
-        click.echo(e.ctx.get_help() if e.ctx else str(e))
-        return 0
-    except click.UsageError as e:
+    except TyperException as e:
+        ctx = getattr(e, "ctx", None)
+        if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            typer.echo(ctx.get_help())
+            return 0
         return _fail(e.format_message().replace("\n", " "))
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         return e.exit_code
-    except click.Abort:
+    except typer.Abort:
         return _fail("aborted")
 
 

@@ -79,7 +79,7 @@ def render_size(fp: Footprint) -> None:
         notes.append(f"pipeline stages hold {', '.join(map(str, fp.stage_layers))} layers")
     if fp.formats.k.residual_tokens:
         notes.append(f"{fp.formats.k.residual_tokens} most recent tokens kept in fp16 (KIVI)")
-    notes += [f"assumed {a}" for a in m.assumptions]
+    notes += list(m.assumptions)
     for n in notes:
         out.print(f"[dim]note: {n}[/dim]")
     out.print("[dim]GiB = 2^30 bytes; fractional bytes from sub-byte formats are rounded up once "

@@ -50,7 +50,8 @@ def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
             raise f.error("hidden_size", f"{hidden} is not divisible by {heads} heads; "
                           "the config needs an explicit head_dim")
         head_dim = hidden // heads
-        f.assume(f"head_dim = hidden_size / num_attention_heads = {hidden} / {heads} = {head_dim}")
+        f.assume(f"head_dim = hidden_size / num_attention_heads = {hidden} / {heads} = {head_dim} "
+                 "(no head_dim in config)")
     return heads, kv, head_dim, head_dim
 
 
