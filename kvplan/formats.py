@@ -191,8 +191,12 @@ PARAM_DEFAULTS: dict[str, dict[str, str]] = {
 ALL_NAMES = sorted([*FIXED_FORMATS, *PARAM_DEFAULTS])
 
 
+_SCALE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+                  "e4m3": "fp8", "fp8_e4m3": "fp8"}
+
+
 def _dtype_bits(value: str, key: str, spec: str) -> int:
-    v = ALIASES.get(value, value)
+    v = _SCALE_ALIASES.get(value, value)
     if v not in DTYPE_BITS:
         raise FormatError(
             f"{key}={value!r} in {spec!r}: expected one of {', '.join(DTYPE_BITS)}",

@@ -36,8 +36,11 @@ def sliding_blocks_peak(n: int, keep_tokens: int, block_tokens: int) -> int:
     ``[m - keep, m)`` starts at every offset within a block as ``m`` grows, so the worst case
     is reached at ``m = keep + B - 1`` (start one token before a block ends):
     ``cdiv(min(n, keep + B - 1), B)``. Mistral-7B (window 4096, B = 16):
-    ``cdiv(4095 + 15, 16) = 257`` blocks, one more than ``cdiv(4095, 16) = 256``.
+    ``cdiv(4095 + 15, 16) = 257`` blocks, one more than ``cdiv(4095, 16) = 256``. A window of
+    one token keeps nothing.
     """
+    if keep_tokens == 0:
+        return 0
     return cdiv(min(n, keep_tokens + block_tokens - 1), block_tokens)
 
 

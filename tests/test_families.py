@@ -4,9 +4,10 @@ config's own numbers (the arithmetic is written out; nothing is pasted from the 
 
 Conventions checked (see kvplan/footprint.py, kvplan/engines/*.py, docs/engines-research.md):
 - a row's ``bytes_per_token`` / ``state_bytes`` is ONE layer; ``fp.bytes_per_token`` is the whole
-  model, growing layers only (full attention + MLA); ``fp.state_bytes_per_sequence`` the whole model.
-- vLLM keeps ``d_conv - 1`` conv columns, HF keeps ``d_conv``; vLLM runs fp32 checkpoints in bf16
-  under ``auto``; vLLM nemotron_h SSM state is fp32; HF qwen3_next recurrent state is fp32.
+  model, growing layers only (full attention + MLA); ``fp.state_bytes_per_sequence`` the whole
+  model.
+- vLLM keeps ``d_conv - 1`` conv columns, HF keeps ``d_conv``; vLLM runs fp32 checkpoints in
+  bf16 under ``auto``; vLLM nemotron_h SSM state is fp32; HF qwen3_next recurrent state is fp32.
 """
 
 from __future__ import annotations
@@ -108,6 +109,39 @@ DENSE = [
     ("tiiuae__falcon-7b.json", 32, 1, 4544 // 71, BF16),
     # falcon-40b-instruct: 60 layers, new_decoder_architecture -> num_kv_heads 8, 8192/128 = 64
     ("tiiuae__falcon-40b-instruct.json", 60, 8, 8192 // 128, BF16),
+    # Meta-Llama-3-70B (base): 80 layers, 8 KV heads, 8192/64 = 128, bfloat16
+    ("meta-llama__Meta-Llama-3-70B.json", 80, 8, 8192 // 64, BF16),
+    # llama-65b: 80 layers, no num_key_value_heads -> MHA 64 KV heads, 8192/64 = 128, float16
+    ("huggyllama__llama-65b.json", 80, 64, 8192 // 64, FP16),
+    # Llama-3.1-8B: 32 layers, 8 KV heads, 4096/32 = 128, bfloat16
+    ("meta-llama__Llama-3.1-8B.json", 32, 8, 4096 // 32, BF16),
+    # Llama-3.1-70B: 80 layers, 8 KV heads, 8192/64 = 128, bfloat16
+    ("meta-llama__Llama-3.1-70B.json", 80, 8, 8192 // 64, BF16),
+    # Llama-3.1-405B: 126 layers, 8 KV heads, 16384/128 = 128, bfloat16
+    ("meta-llama__Llama-3.1-405B.json", 126, 8, 16384 // 128, BF16),
+    # Mixtral-8x22B (MoE, sliding_window null): 56 layers, 8 KV heads, 6144/48 = 128
+    ("mistralai__Mixtral-8x22B-v0.1.json", 56, 8, 6144 // 48, BF16),
+    # gemma-7b: 28 layers, 16 KV heads, head_dim 256 (explicit; NOT 3072/16 = 192)
+    ("google__gemma-7b.json", 28, 16, 256, BF16),
+    # command-r-v01 (cohere): 40 layers, 64 KV heads, 8192/64 = 128, float16
+    ("CohereForAI__c4ai-command-r-v01.json", 40, 64, 8192 // 64, FP16),
+    # gpt-neox-20b: 44 layers, no KV-head key -> MHA 64, 6144/64 = 96, float16
+    ("EleutherAI__gpt-neox-20b.json", 44, 64, 6144 // 64, FP16),
+    # llava-1.5-7b: text_config names only model_type llama + float16 -> LlamaConfig defaults:
+    # 32 layers, 32 heads = 32 KV heads, hidden 4096 -> 4096/32 = 128
+    ("llava-hf__llava-1.5-7b-hf.json", 32, 32, 4096 // 32, FP16),
+    # Qwen2-VL-7B (qwen2_vl): 28 layers, 4 KV heads, 3584/28 = 128, use_sliding_window false
+    ("Qwen__Qwen2-VL-7B-Instruct.json", 28, 4, 3584 // 28, BF16),
+    # Qwen1.5-MoE-A2.7B (qwen2_moe): 24 layers, 16 KV heads, 2048/16 = 128,
+    # use_sliding_window false
+    ("Qwen__Qwen1.5-MoE-A2.7B.json", 24, 16, 2048 // 16, BF16),
+    # Qwen3-235B-A22B (qwen3_moe): 94 layers, 4 KV heads, head_dim 128 (explicit; 4096/64 = 64)
+    ("Qwen__Qwen3-235B-A22B.json", 94, 4, 128, BF16),
+    # Qwen2.5-72B-Instruct: 80 layers, 8 KV, 8192/64 = 128; sliding_window 131072 and
+    # max_window_layers 70 but use_sliding_window false -> no layer slides
+    ("Qwen__Qwen2.5-72B-Instruct.json", 80, 8, 8192 // 64, BF16),
+    # falcon-180B: 80 layers, new_decoder_architecture -> num_kv_heads 8, 14848/232 = 64
+    ("tiiuae__falcon-180B.json", 80, 8, 14848 // 232, BF16),
 ]
 covers(*(d[0] for d in DENSE))
 
@@ -131,7 +165,8 @@ def test_llama33_70b_spelled_out():
     m = load("meta-llama__Llama-3.3-70B-Instruct.json")
     fp = kv_footprint(m, contexts=(4096, 32768), engine="vllm")
     # Llama-3.3-70B: num_hidden_layers 80, num_key_value_heads 8, head_dim = 8192/64 = 128, bf16
-    assert fp.bytes_per_token == 2 * 80 * 8 * 128 * 2  # K and V x layers x kv heads x head_dim x 2 B
+    # K and V x layers x kv heads x head_dim x 2 B
+    assert fp.bytes_per_token == 2 * 80 * 8 * 128 * 2
     assert fp.sequences[1].total_bytes == 32768 * 2 * 80 * 8 * 128 * 2
     # fp8 KV: 1 byte per element
     fp8 = kv_footprint(m, contexts=(4096,), engine="vllm", kv_dtype="fp8")
@@ -213,6 +248,19 @@ def test_phi3_medium_every_layer_slides():
     assert h.sequences[0].total_bytes == 40 * 2046 * (2 * 10 * 128 * 2)
 
 
+@covers("microsoft__Phi-3-mini-4k-instruct.json")
+def test_phi3_mini_every_layer_slides():
+    m = load("microsoft__Phi-3-mini-4k-instruct.json")
+    # Phi-3-mini: 32 layers, sliding_window 2047 -> all slide; 32 KV heads, 3072/32 = 96, bf16
+    assert kinds(m) == [("sliding_window",)] * 32
+    fp = kv_footprint(m, contexts=(1000, 4096), engine="vllm")
+    check_attn(row(fp, "sliding_window"), count=32, kv_heads=32, head_dim=3072 // 32,
+               window=2047, bytes_per_token=2 * 32 * 96 * 2)
+    assert fp.bytes_per_token == 0
+    assert fp.sequences[0].total_bytes == 32 * cdiv(1000, 16) * 16 * (2 * 32 * 96 * 2)
+    assert fp.sequences[1].total_bytes == 32 * cdiv(2046 + 15, 16) * 16 * (2 * 32 * 96 * 2)
+
+
 # --------------------------------------------------------------------------------------------
 # Interleaved sliding / full
 # --------------------------------------------------------------------------------------------
@@ -234,6 +282,86 @@ def test_gemma2_9b_even_layers_slide():
     assert fp.bytes_per_token == 2 * 21 * 8 * 256 * 2
     # n = 8192: full layers 512 blocks; sliding layers cdiv(4095 + 15, 16) = 257 blocks
     assert fp.sequences[0].total_bytes == (21 * 8192 + 21 * 257 * 16) * per_layer
+
+
+@covers("google__gemma-2-27b-it.json")
+def test_gemma2_27b_even_layers_slide():
+    m = load("google__gemma-2-27b-it.json")
+    # gemma2, 46 layers: even indices slide (window 4096), odd full -> 23 + 23
+    assert kinds(m) == [("sliding_window",) if i % 2 == 0 else ("full_attention",)
+                        for i in range(46)]
+    fp = kv_footprint(m, contexts=(4096,), engine="vllm")
+    # 16 KV heads, head_dim 128 (explicit; NOT 4608/32 = 144), bf16
+    check_attn(row(fp, "full_attention"), count=23, kv_heads=16, head_dim=128, window=None,
+               bytes_per_token=2 * 16 * 128 * 2)
+    check_attn(row(fp, "sliding_window"), count=23, kv_heads=16, head_dim=128, window=4096,
+               bytes_per_token=2 * 16 * 128 * 2)
+    assert fp.bytes_per_token == 2 * 23 * 16 * 128 * 2
+
+
+GEMMA3 = [
+    # (fixture, layers, KV heads, head_dim, window); sliding_window_pattern 6 (default or explicit):
+    # layer i is full when (i + 1) % 6 == 0, the rest slide
+    # gemma-3-27b-it: text_config 62 layers, 16 KV heads, head_dim 128, sliding_window 1024
+    ("google__gemma-3-27b-it.json", 62, 16, 128, 1024),
+    # gemma-3-4b-it: text_config 34 layers, 4 KV heads, head_dim 256, sliding_window 1024
+    ("google__gemma-3-4b-it.json", 34, 4, 256, 1024),
+    # gemma-3-1b-it (gemma3_text, sliding_window_pattern 6): 26 layers, 1 KV head, 256, window 512
+    ("google__gemma-3-1b-it.json", 26, 1, 256, 512),
+]
+covers(*(d[0] for d in GEMMA3))
+
+
+@pytest.mark.parametrize("fname,layers,kv,hd,window", GEMMA3, ids=[d[0] for d in GEMMA3])
+def test_gemma3_five_local_one_global(fname, layers, kv, hd, window):
+    m = load(fname)
+    assert kinds(m) == [("full_attention",) if (i + 1) % 6 == 0 else ("sliding_window",)
+                        for i in range(layers)]
+    n_full = layers // 6  # 62 -> 10, 34 -> 5, 26 -> 4
+    fp = kv_footprint(m, contexts=(8192,), engine="vllm")
+    check_attn(row(fp, "full_attention"), count=n_full, kv_heads=kv, head_dim=hd, window=None,
+               bytes_per_token=2 * kv * hd * 2)
+    check_attn(row(fp, "sliding_window"), count=layers - n_full, kv_heads=kv, head_dim=hd,
+               window=window, bytes_per_token=2 * kv * hd * 2)
+    assert fp.bytes_per_token == 2 * n_full * kv * hd * 2  # wrapper torch_dtype bfloat16
+    # n = 8192: full layers 512 blocks; sliding layers cdiv(window - 1 + 15, 16) blocks
+    assert fp.sequences[0].total_bytes == (
+        n_full * 8192 + (layers - n_full) * cdiv(window - 1 + 15, 16) * 16) * (2 * kv * hd * 2)
+    h = kv_footprint(m, contexts=(8192,), engine="hf")
+    assert h.sequences[0].total_bytes == (
+        n_full * 8192 + (layers - n_full) * (window - 1)) * (2 * kv * hd * 2)
+
+
+@covers("CohereForAI__c4ai-command-r7b-12-2024.json")
+def test_cohere2_command_r7b_pattern_4():
+    m = load("CohereForAI__c4ai-command-r7b-12-2024.json")
+    # cohere2, sliding_window_pattern 4: layer i full when (i + 1) % 4 == 0; 32 layers -> 8 full
+    assert kinds(m) == [("full_attention",) if (i + 1) % 4 == 0 else ("sliding_window",)
+                        for i in range(32)]
+    fp = kv_footprint(m, contexts=(4096,), engine="vllm")
+    # 8 KV heads, head_dim 128, sliding_window 4096, bf16
+    check_attn(row(fp, "full_attention"), count=8, kv_heads=8, head_dim=128, window=None,
+               bytes_per_token=2 * 8 * 128 * 2)
+    check_attn(row(fp, "sliding_window"), count=24, kv_heads=8, head_dim=128, window=4096,
+               bytes_per_token=2 * 8 * 128 * 2)
+    assert fp.bytes_per_token == 2 * 8 * 8 * 128 * 2
+
+
+@covers("openai__gpt-oss-120b.json")
+def test_gpt_oss_120b_layer_types():
+    c = raw("openai__gpt-oss-120b.json")
+    assert c["layer_types"] == ["sliding_attention" if i % 2 == 0 else "full_attention"
+                                for i in range(36)]
+    m = load("openai__gpt-oss-120b.json")
+    assert kinds(m) == [("sliding_window",) if i % 2 == 0 else ("full_attention",)
+                        for i in range(36)]
+    fp = kv_footprint(m, contexts=(4096,), engine="vllm")
+    # 36 layers -> 18 + 18; 8 KV heads, head_dim 64, sliding_window 128, bfloat16
+    check_attn(row(fp, "full_attention"), count=18, kv_heads=8, head_dim=64, window=None,
+               bytes_per_token=2 * 8 * 64 * 2)
+    check_attn(row(fp, "sliding_window"), count=18, kv_heads=8, head_dim=64, window=128,
+               bytes_per_token=2 * 8 * 64 * 2)
+    assert fp.bytes_per_token == 2 * 18 * 8 * 64 * 2
 
 
 @covers("openai__gpt-oss-20b.json")
@@ -300,6 +428,7 @@ MLA = [
     ("deepseek-ai__DeepSeek-R1.json", 61, 128),
     ("deepseek-ai__DeepSeek-V2.json", 60, 128),
     ("moonshotai__Kimi-K2-Instruct.json", 61, 64),
+    ("deepseek-ai__DeepSeek-V2-Lite.json", 27, 16),  # q_lora_rank null (no effect on the cache)
 ]
 covers(*(d[0] for d in MLA))
 
@@ -395,7 +524,8 @@ def test_mamba_130m_spelled_out():
 @covers("state-spaces__mamba2-2.7b.json")
 def test_mamba2_27b_mamba_ssm_format():
     c = raw("state-spaces__mamba2-2.7b.json")
-    assert "model_type" not in c and c["ssm_cfg"] == {"layer": "Mamba2"} and c["attn_layer_idx"] == []
+    assert "model_type" not in c and c["attn_layer_idx"] == []
+    assert c["ssm_cfg"] == {"layer": "Mamba2"}
     m = load("state-spaces__mamba2-2.7b.json")
     assert m.model_type == "mamba_ssm"
     # n_layer 64, d_model 2560; mamba_ssm Mamba2 defaults: expand 2 -> d_inner 5120, headdim 64
@@ -414,9 +544,47 @@ def test_mamba2_27b_mamba_ssm_format():
     assert v.bytes_per_token == 0
 
 
+@covers("mistralai__Mamba-Codestral-7B-v0.1.json")
+def test_mamba_codestral_mamba2():
+    m = load("mistralai__Mamba-Codestral-7B-v0.1.json")
+    # mamba2: 64 layers; d_inner = expand 2 x hidden 4096 = 8192 = num_heads 128 x head_dim 64,
+    # state_size 128, n_groups 8, conv_kernel 4, bfloat16
+    assert kinds(m) == [("mamba",)] * 64
+    (spec,) = m.layers[0]
+    assert (spec.version, spec.d_inner, spec.num_heads, spec.head_dim, spec.d_state,
+            spec.n_groups, spec.d_conv) == (2, 2 * 4096, 128, 64, 128, 8, 4)
+    conv_ch = 8192 + 2 * 8 * 128  # d_inner + 2 * n_groups * d_state = 10240
+    v = kv_footprint(m, contexts=(4096,), engine="vllm")
+    check_state(row(v, "mamba"), count=64, state_bytes=3 * conv_ch * 2 + 128 * 64 * 128 * 2)
+    assert v.state_bytes_per_sequence == 64 * (3 * 10240 * 2 + 128 * 64 * 128 * 2)
+    h = kv_footprint(m, contexts=(4096,), engine="hf")
+    check_state(row(h, "mamba"), count=64, state_bytes=4 * conv_ch * 2 + 128 * 64 * 128 * 2)
+
+
 # --------------------------------------------------------------------------------------------
 # Hybrids
 # --------------------------------------------------------------------------------------------
+
+
+@covers("ibm-ai-platform__Bamba-9B.json")
+def test_bamba_9b():
+    m = load("ibm-ai-platform__Bamba-9B.json")
+    # attn_layer_indices [9, 18, 27], Mamba-2 elsewhere; 32 layers
+    assert kinds(m) == [("full_attention",) if i in (9, 18, 27) else ("mamba",)
+                        for i in range(32)]
+    v = kv_footprint(m, contexts=(4096,), engine="vllm")
+    # attention: 32 heads, 8 KV heads, 4096/32 = 128, bfloat16
+    check_attn(row(v, "full_attention"), count=3, kv_heads=8, head_dim=4096 // 32, window=None,
+               bytes_per_token=2 * 8 * 128 * 2)
+    assert v.bytes_per_token == 2 * 3 * 8 * 128 * 2
+    # Mamba-2: d_inner = mamba_expand 2 x 4096 = 8192 = mamba_n_heads 128 x mamba_d_head 64,
+    # mamba_d_state 128, mamba_n_groups 1, mamba_d_conv 4; conv channels 8192 + 2*1*128 = 8448
+    vs = 3 * (8192 + 2 * 1 * 128) * 2 + 128 * 64 * 128 * 2
+    check_state(row(v, "mamba"), count=29, state_bytes=vs)
+    assert v.state_bytes_per_sequence == 29 * vs
+    h = kv_footprint(m, contexts=(4096,), engine="hf")
+    check_state(row(h, "mamba"), count=29,
+                state_bytes=4 * (8192 + 2 * 1 * 128) * 2 + 128 * 64 * 128 * 2)
 
 
 @covers("ai21labs__Jamba-v0.1.json")

@@ -146,12 +146,6 @@ def test_int8_per_token():
     assert parse_format("int8").k.bytes_per_token(8, 128) == 8 * (128 + 2)
 
 
-@pytest.mark.xfail(
-    reason="BUG: _dtype_bits maps scale/zero values through the format ALIASES, so 'fp8' becomes "
-    "'fp8_e4m3' and 'int8' becomes 'int8_per_token', neither in DTYPE_BITS; the error message "
-    "itself lists fp8 and int8 as accepted values",
-    strict=True,
-)
 @pytest.mark.parametrize("spec, expected", [
     ("int4:scale=fp8", 64 + 2 * (1 + 2)),
     ("int4:zero=int8", 64 + 2 * (2 + 1)),
@@ -177,7 +171,7 @@ def test_kivi2_k_and_v_vectors():
     v_expected = 128 * 2 // 8 + (128 // 32) * (2 + 2)
     assert v_expected == 32 + 16
     assert pair.v.vector_bytes(128) == v_expected
-    # amortised K overhead need not be a whole number of bytes; 24 channels: 24 * 2 / 8 = 6 B + 24 * 1 / 8 = 3 B
+    # amortised K overhead need not be whole bytes; 24 channels: 24*2/8 = 6 B + 24*1/8 = 3 B
     assert pair.k.vector_bytes(24) == 6 + 3
     # 4 channels: 1 B + 4 bits = 1.5 B
     assert pair.k.vector_bytes(4) == Fraction(3, 2)

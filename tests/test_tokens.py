@@ -113,12 +113,6 @@ def test_sliding_hand_numbers():
     assert sliding_blocks_peak(100_000, 127, 16) == 9
 
 
-@pytest.mark.xfail(
-    reason="BUG: sliding_blocks_peak(n, 0, B) = cdiv(min(n, B - 1), B) = 1 for B > 1, but a "
-    "window of 1 keeps no past tokens (sliding_blocks_at is 0 for every m); reachable from a "
-    "config with sliding_window = 1 (or hf chunk 1)",
-    strict=True,
-)
 @pytest.mark.parametrize("block", [2, 16])
 def test_sliding_peak_keep_zero(block):
     assert max(sliding_blocks_at(m, 0, block) for m in range(101)) == 0

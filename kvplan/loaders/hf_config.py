@@ -55,8 +55,10 @@ ADAPTERS.update({
     "qwen3_next": parse_qwen3_next,
 })
 
-#: transformers config-class defaults for fields a config may leave out (llava's text_config
-#: names only what differs from ``LlamaConfig``). Each one used is listed as an assumption.
+#: transformers config-class defaults for fields a nested ``text_config`` may leave out: a
+#: composite config saves its sub-configs as a diff against the sub-config class (llava's
+#: text_config names only what differs from ``LlamaConfig``). Top-level configs carry every
+#: field, so a missing one there is an error. Each default used is listed as an assumption.
 LIBRARY_DEFAULTS: dict[str, dict[str, object]] = {
     "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
               "vocab_size": 32000},
@@ -87,7 +89,8 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         raise ConfigError(f"expected a JSON object, got {type(config).__name__}", source=source)
     text, model_type, prefix = _text_config(config, source)
     f = Fields(text, source, prefix)
-    for key, value in LIBRARY_DEFAULTS.get(model_type, {}).items():
+    nested_defaults = LIBRARY_DEFAULTS.get(model_type, {}) if prefix else {}
+    for key, value in nested_defaults.items():
         if text.get(key) is None:
             text = {**text, key: value}
             f.config = text
