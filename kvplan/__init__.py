@@ -24,7 +24,14 @@ from .errors import (
 )
 from .footprint import Footprint, LayerCost, SequenceBytes, kv_footprint
 from .formats import KvFormat, KvFormatPair, parse_format
-from .layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, MultiHeadLatent, SlidingWindow
+from .layers import (
+    ChunkedLocal,
+    FullAttention,
+    LinearAttention,
+    Mamba,
+    MultiHeadLatent,
+    SlidingWindow,
+)
 from .loaders.hf_config import parse_config
 from .model import Model
 from .records import size_record

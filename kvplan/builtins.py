@@ -8,12 +8,12 @@ key; dots are kept so ``qwen2.5-7b`` and ``qwen2-57b`` stay apart); never by sub
 
 from __future__ import annotations
 
-import difflib
 import json
 from functools import lru_cache
 from pathlib import Path
 
 from .errors import ConfigError
+from .suggest import close_matches
 
 _HERE = Path(__file__).resolve().parent
 
@@ -81,5 +81,5 @@ def suggestions(name: str, n: int = 3) -> list[str]:
         for label in [spec["name"], spec.get("hub_id") or "", *spec.get("aliases", [])]:
             if label:
                 names.setdefault(normalize(label), spec["name"])
-    close = difflib.get_close_matches(normalize(name), list(names), n=n * 2, cutoff=0.5)
+    close = close_matches(normalize(name), names, n=n * 2)
     return list(dict.fromkeys(names[c] for c in close))[:n]

@@ -15,9 +15,10 @@ Conventions (documented in docs/footprint.md):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 from .dtypes import dtype_bytes
 from .engines import EngineLayout, get_engine
@@ -83,8 +84,7 @@ class LayerCost:
         return blocks * block_tokens
 
 
-@dataclass(frozen=True)
-class SequenceBytes:
+class SequenceBytes(NamedTuple):
     context_tokens: int
     total_bytes: int
     per_gpu_bytes: int
@@ -235,16 +235,23 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
     return KvFormatPair(k, v)
 
 
-def _sequence_bytes(n, costs_by_layer, stages, tp, block, engine) -> SequenceBytes:
+def _stage_mix(stage: range, costs_by_layer) -> list[tuple[LayerCost, int]]:
+    """The distinct layer costs of one pipeline stage with how many layers have each."""
+    mix: dict[int, list] = {}
+    for cost in (c for i in stage for c in costs_by_layer[i]):
+        mix.setdefault(id(cost), [cost, 0])[1] += 1
+    return [(cost, count) for cost, count in mix.values()]
+
+
+def _sequence_bytes(n, stage_mixes, tp, block, engine) -> SequenceBytes:
     per_stage = []
-    for stage in stages:
+    for mix in stage_mixes:
         total = Fraction(0)
-        for cost in (c for i in stage for c in costs_by_layer[i]):
+        for cost, count in mix:
             if cost.state_bytes_per_rank:
-                total += cost.state_bytes_per_rank
+                total += count * cost.state_bytes_per_rank
             else:
-                tokens = cost.held_tokens(n, block, engine)
-                total += cost.rank_bytes_for_tokens(tokens)
+                total += count * cost.rank_bytes_for_tokens(cost.held_tokens(n, block, engine))
         per_stage.append(ceil_bytes(total))
     return SequenceBytes(n, total_bytes=tp * sum(per_stage), per_gpu_bytes=max(per_stage))
 
@@ -287,7 +294,8 @@ def kv_footprint(
     by_layer = [[costs[spec] for spec in block] for block in model.layers]
     rows = tuple(costs.values())
     notes = tuple(dict.fromkeys(n for c in rows for n in c.notes))
-    sequences = tuple(_sequence_bytes(n, by_layer, stages, tp, block, layout) for n in contexts)
+    mixes = [_stage_mix(stage, by_layer) for stage in stages]
+    sequences = tuple(_sequence_bytes(n, mixes, tp, block, layout) for n in contexts)
     return Footprint(
         model=model, engine=layout, formats=formats, kv_dtype=formats.name, tp=tp, pp=pp,
         block_size_tokens=block, layers=rows,

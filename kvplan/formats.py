@@ -26,11 +26,11 @@ Worked numbers (head_dim 128): bf16 256 B; fp8 128 B; int4 (group 64, fp16 scale
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from fractions import Fraction
 
 from .errors import FormatError
+from .suggest import did_you_mean
 from .units import cdiv
 
 #: Architectures that run fp8 attention natively (NVIDIA Ada sm89, Hopper sm90, Blackwell sm100+;
@@ -266,8 +266,7 @@ def parse_format(spec: str) -> KvFormatPair:
         f = FIXED_FORMATS[base]
         return KvFormatPair(f, f)
     if base not in PARAM_DEFAULTS:
-        close = difflib.get_close_matches(base, ALL_NAMES + list(ALIASES), n=3, cutoff=0.5)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = did_you_mean(base, ALL_NAMES + list(ALIASES))
         raise FormatError(
             f"unknown KV format {spec!r}{hint}; known: {', '.join(ALL_NAMES)}", field="kv_dtype"
         )

@@ -10,7 +10,7 @@ bookkeeping, conv-state width, dtypes, sharding) lives in ``kvplan.engines``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +155,6 @@ class LinearAttention:
         return self.num_v_heads * self.head_k_dim * self.head_v_dim
 
 
-AttentionLayer = Union[FullAttention, SlidingWindow, ChunkedLocal]
-LayerSpec = Union[FullAttention, SlidingWindow, ChunkedLocal, MultiHeadLatent, Mamba, LinearAttention]
+AttentionLayer = FullAttention | SlidingWindow | ChunkedLocal
+LayerSpec = FullAttention | SlidingWindow | ChunkedLocal | MultiHeadLatent | Mamba | LinearAttention
 KINDS = ("full_attention", "sliding_window", "chunked_local", "mla", "mamba", "linear_attention")

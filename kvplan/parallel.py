@@ -17,13 +17,12 @@ on 4 stages -> 15, 15, 16, 15; 10 layers on 4 -> 2, 3, 3, 2; 80 layers on 3 -> 2
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import ParallelismError
 
 
-@dataclass(frozen=True)
-class Shard:
+class Shard(NamedTuple):
     """How many of ``total`` units one rank holds, and how many ranks hold each unit."""
 
     per_rank: int

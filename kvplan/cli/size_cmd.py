@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,19 +21,19 @@ def size(
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV storage format for K and V: "
                                           "auto (model dtype), bf16, fp8, int4:group=64, kivi2, "
                                           "nvfp4, q8_0, ... (see `kvplan formats`).")] = "auto",
-    k_dtype: Annotated[Optional[str], typer.Option("--k-dtype", help="Format for K only.")] = None,
-    v_dtype: Annotated[Optional[str], typer.Option("--v-dtype", help="Format for V only.")] = None,
+    k_dtype: Annotated[str | None, typer.Option("--k-dtype", help="Format for K only.")] = None,
+    v_dtype: Annotated[str | None, typer.Option("--v-dtype", help="Format for V only.")] = None,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
-    context: Annotated[Optional[list[str]], typer.Option(
+    context: Annotated[list[str] | None, typer.Option(
         "--context", "-c", help="Context length(s): 4096, 4k, 32k, 128k, 1M (k = 1024); "
         "repeatable or comma-separated. Default 4k,32k,128k.")] = None,
-    block_size: Annotated[Optional[int], typer.Option(
+    block_size: Annotated[int | None, typer.Option(
         "--block-size", help="Paged-cache block size in tokens (1 = no rounding). "
         "Default: the engine's (vllm 16).")] = None,
     engine: Annotated[str, typer.Option("--engine", help="Cache layout: vllm (default) or hf "
                                         "(transformers; hf@4 for 4.x releases).")] = "vllm",
-    state_dtype: Annotated[Optional[str], typer.Option(
+    state_dtype: Annotated[str | None, typer.Option(
         "--state-dtype", help="Override the dtype of SSM / linear-attention states.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

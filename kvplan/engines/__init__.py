@@ -7,9 +7,8 @@ with the behaviour it models and the engine version cited there. ``get_engine("v
 
 from __future__ import annotations
 
-import difflib
-
 from ..errors import InputError
+from ..suggest import did_you_mean
 from .base import EngineLayout
 from .hf import hf_layout
 from .vllm import vllm_layout
@@ -24,8 +23,7 @@ def get_engine(spec: str = DEFAULT_ENGINE) -> EngineLayout:
     name, _, version = spec.strip().lower().partition("@")
     name = ENGINE_ALIASES.get(name, name)
     if name not in ENGINES:
-        close = difflib.get_close_matches(name, list(ENGINES), n=2, cutoff=0.4)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = did_you_mean(name, ENGINES, n=2, cutoff=0.4)
         raise InputError(
             f"unknown engine {spec!r}{hint}; known: {', '.join(ENGINES)}", field="--engine"
         )

@@ -118,7 +118,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     if dtype is None:
         dtype = "bf16"
         f.assume("dtype = bf16 (config names no torch_dtype/dtype)")
-    hidden = f.int("hidden_size", "d_model", "n_embd", default=0, minimum=0)
+    hidden = next((f.int(k) for k in ("hidden_size", "d_model", "n_embd") if f.has(k)), 0)
     heads = f.opt_int("num_attention_heads") or f.opt_int("n_head")
     return Model(
         name=name,
@@ -130,7 +130,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         dtype=dtype,
         source=source,
         hub_id=hub_id,
-        assumptions=tuple(a for a in f.assumptions if not a.startswith("hidden_size = 0")),
+        assumptions=tuple(f.assumptions),
         warnings=tuple(warnings),
         config=config,
     )

@@ -1,0 +1,34 @@
+"""The house rules that keep the core pure and the `size` path fast, checked in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("torch", "pandas", "huggingface_hub", "matplotlib", "numpy")
+CORE = ("kvplan.units", "kvplan.formats", "kvplan.layers", "kvplan.model", "kvplan.parallel",
+        "kvplan.tokens", "kvplan.dtypes", "kvplan.footprint", "kvplan.engines")
+
+
+def loaded_after(code: str) -> set[str]:
+    script = f"import sys\n{code}\nimport json; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_core_imports_no_io_or_ui_libraries():
+    mods = loaded_after("\n".join(f"import {m}" for m in CORE))
+    for banned in (*HEAVY, "pydantic", "yaml", "typer", "rich"):
+        assert banned not in mods, banned
+
+
+def test_size_command_path_stays_light():
+    mods = loaded_after(
+        "from kvplan.cli.main import run\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert run(['size', 'llama-3-70b']) == 0\n"
+    )
+    for banned in (*HEAVY, "pydantic", "yaml"):
+        assert banned not in mods, banned
