@@ -13,12 +13,11 @@ from .units import ceil_bytes
 def size_record(fp: Footprint) -> dict:
     layers = []
     for row in fp.layers:
-        state = not row.spec.grows and row.state_bytes > 0
         layers.append({
             "kind": row.kind,
             "count": row.count,
-            "kv_heads": None if state else row.kv_heads,
-            "head_dim": None if state else row.head_dim_k,
+            "kv_heads": row.kv_heads,  # None for state layers
+            "head_dim": row.head_dim_k,
             "window_tokens": row.window_tokens,
             "bytes_per_token": ceil_bytes(row.bytes_per_token * row.count),
             "state_bytes": row.state_bytes * row.count,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..dtypes import canonical_dtype
 from ..errors import InputError
 from ..units import parse_tokens
 
@@ -20,3 +21,13 @@ def parse_contexts(values: list[str] | None, default: tuple[int, ...]) -> tuple[
             if n not in out:
                 out.append(n)
     return tuple(out)
+
+
+def parse_state_dtype(value: str | None) -> str | None:
+    """``--state-dtype float32`` -> ``fp32``; None stays None (the engine's rule applies)."""
+    if value is None:
+        return None
+    resolved = canonical_dtype(value)
+    if resolved is None:
+        raise InputError(f"unknown dtype {value!r}; use fp32, bf16 or fp16", field="--state-dtype")
+    return resolved

@@ -10,7 +10,7 @@ import typer
 from ..footprint import kv_footprint
 from ..records import size_record
 from ..resolve import load_model
-from .options import parse_contexts
+from .options import parse_contexts, parse_state_dtype
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072)
 
@@ -39,15 +39,7 @@ def size(
 ) -> None:
     """How much KV cache one sequence of MODEL needs, per layer kind, per context, per GPU."""
     contexts = parse_contexts(context, DEFAULT_CONTEXTS)
-    if state_dtype is not None:
-        from ..dtypes import canonical_dtype
-        from ..errors import InputError
-
-        resolved = canonical_dtype(state_dtype)
-        if resolved is None:
-            raise InputError(f"unknown dtype {state_dtype!r}; use fp32, bf16 or fp16",
-                             field="--state-dtype")
-        state_dtype = resolved
+    state_dtype = parse_state_dtype(state_dtype)
     m = load_model(model)
     fp = kv_footprint(m, contexts, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp,
                       pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype)
