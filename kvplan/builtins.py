@@ -63,9 +63,13 @@ def index() -> dict[str, Path]:
 
 
 def find(name: str) -> dict | None:
-    """The spec for ``name``, or None. A name equal to a file stem is read without an index."""
-    direct = specs_dir() / f"{name.strip().lower()}.json"
-    if direct.is_file():
+    """The spec for ``name``, or None. A name equal to a file stem is read without an index;
+    path-like names (``./x``, ``~/x``, ``/x``) never match a built-in."""
+    stem = name.strip().lower()
+    if stem.startswith((".", "~", "/")) or "\\" in stem:
+        return None
+    direct = specs_dir() / f"{stem}.json"
+    if "/" not in stem and direct.is_file():
         return _load(direct)
     path = index().get(normalize(name))
     return _load(path) if path else None

@@ -27,5 +27,9 @@ def canonical_dtype(name: str) -> str | None:
     return key if key in DTYPE_BYTES else None
 
 
+#: Dtypes a recurrent (Mamba / linear-attention) state may be kept in (vLLM's ``MambaDType``).
+STATE_DTYPES = ("fp32", "bf16", "fp16")
+
+
 def dtype_bytes(name: str) -> int:
     return DTYPE_BYTES[name]

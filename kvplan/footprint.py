@@ -112,25 +112,24 @@ def _state_dtype(override: str | None, config_dtype: str | None, engine_default:
     return override or config_dtype or engine_default or model_dtype
 
 
-def _attention_cost(spec, count, engine, formats, tp) -> LayerCost:
-    window = None
+def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
+    split_heads(spec.num_attention_heads, tp, "attention heads", replicate=False)
+    window, notes = None, ()
     if isinstance(spec, MultiHeadLatent):
-        split_heads(spec.num_attention_heads, tp, "attention heads", replicate=False)
-        if engine.mla_latent:
-            heads, dk, dv = 1, spec.latent_dim, 0
-            shard_per_rank, notes = 1, (f"MLA latent replicated on each of {tp} TP ranks",) if tp > 1 else ()
+        if engine.caches_mla_latent(model_type):
+            heads, dk, dv, shard_per_rank = 1, spec.latent_dim, 0, 1
+            if tp > 1:
+                notes = (f"MLA latent replicated on each of {tp} TP ranks",)
             detail = f"latent {spec.kv_lora_rank} + {spec.qk_rope_head_dim} = {spec.latent_dim}"
         else:
             heads = spec.num_attention_heads
             dk, dv = spec.qk_nope_head_dim + spec.qk_rope_head_dim, spec.v_head_dim
-            shard_per_rank, notes = heads // tp, ()
+            shard_per_rank = heads // tp
             detail = f"decompressed {heads} heads x (K {dk} + V {dv})"
     else:
-        split_heads(spec.num_attention_heads, tp, "attention heads", replicate=False)
         heads, dk, dv = spec.num_kv_heads, spec.head_dim_k, spec.head_dim_v
         shard = split_heads(heads, tp, "KV heads", replicate=True)
         shard_per_rank = shard.per_rank
-        notes = ()
         if shard.replicas > 1:
             notes = (f"{heads} KV heads on tp={tp}: each head replicated on {shard.replicas} ranks",)
         detail = f"{heads} heads x (K {dk} + V {dv})"
@@ -156,9 +155,8 @@ def _attention_cost(spec, count, engine, formats, tp) -> LayerCost:
 def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerCost:
     cols = spec.d_conv - engine.conv_state_columns_dropped
     conv_dt = _state_dtype(state_override, spec.conv_dtype, None, engine.auto_kv_dtype(model.dtype))
-    ssm_dt = _state_dtype(
-        state_override, spec.ssm_dtype, engine.ssm_dtype_by_model_type.get(model.model_type), conv_dt
-    )
+    ssm_dt = _state_dtype(state_override, engine.ssm_dtype(model.model_type, spec.ssm_dtype),
+                          None, conv_dt)
     if spec.version == 1:
         split_heads(spec.d_inner, tp, "mamba d_inner channels", replicate=False)
         conv_rank = spec.d_inner // tp
@@ -217,7 +215,7 @@ def layer_cost(spec: LayerSpec, count: int, engine: EngineLayout, formats: KvFor
     if isinstance(spec, LinearAttention):
         return _linear_cost(spec, count, engine, tp, model, state_dtype)
     if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal, MultiHeadLatent)):
-        return _attention_cost(spec, count, engine, formats, tp)
+        return _attention_cost(spec, count, engine, formats, tp, model.model_type)
     raise TypeError(f"unknown layer spec {spec!r}")
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .dtypes import canonical_dtype, dtype_bytes
 from .errors import FormatError
 from .suggest import did_you_mean
 from .units import cdiv
@@ -38,7 +39,9 @@ from .units import cdiv
 FP8_ARCHS = ("ada", "hopper", "blackwell", "cdna3", "cdna4")
 ANY_GPU = ("any",)
 
-DTYPE_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "e8m0": 8, "none": 0}
+#: Scale / zero-point element types a parametrised format accepts, beyond the float dtypes of
+#: ``kvplan.dtypes`` (fp32, bf16, fp16, fp8 ...).
+EXTRA_SCALE_BITS = {"int8": 8, "e8m0": 8, "none": 0}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,18 +194,17 @@ PARAM_DEFAULTS: dict[str, dict[str, str]] = {
 ALL_NAMES = sorted([*FIXED_FORMATS, *PARAM_DEFAULTS])
 
 
-_SCALE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
-                  "e4m3": "fp8", "fp8_e4m3": "fp8"}
-
-
 def _dtype_bits(value: str, key: str, spec: str) -> int:
-    v = _SCALE_ALIASES.get(value, value)
-    if v not in DTYPE_BITS:
+    if value in EXTRA_SCALE_BITS:
+        return EXTRA_SCALE_BITS[value]
+    dtype = canonical_dtype(value)
+    if dtype is None:
         raise FormatError(
-            f"{key}={value!r} in {spec!r}: expected one of {', '.join(DTYPE_BITS)}",
+            f"{key}={value!r} in {spec!r}: expected one of fp32, fp16, bf16, fp8, "
+            f"{', '.join(EXTRA_SCALE_BITS)}",
             field="kv_dtype",
         )
-    return DTYPE_BITS[v]
+    return 8 * dtype_bytes(dtype)
 
 
 def _positive(value: str, key: str, spec: str, allow_zero: bool = False) -> int:

@@ -155,6 +155,4 @@ class LinearAttention:
         return self.num_v_heads * self.head_k_dim * self.head_v_dim
 
 
-AttentionLayer = FullAttention | SlidingWindow | ChunkedLocal
 LayerSpec = FullAttention | SlidingWindow | ChunkedLocal | MultiHeadLatent | Mamba | LinearAttention
-KINDS = ("full_attention", "sliding_window", "chunked_local", "mla", "mamba", "linear_attention")

@@ -24,7 +24,7 @@ def size_record(fp: Footprint) -> dict:
         })
     return {
         "model": fp.model.name,
-        "engine": fp.engine.name,
+        "engine": fp.engine.label,
         "kv_dtype": fp.kv_dtype,
         "tp": fp.tp,
         "pp": fp.pp,

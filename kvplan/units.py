@@ -41,15 +41,12 @@ def parse_tokens(text: str) -> int:
         mult = TOKEN_SUFFIXES[s[-1]]
         s = s[:-1]
     try:
-        if "." in s:
-            value = Fraction(s) * mult
-            if value.denominator != 1:
-                raise ValueError(f"{text!r} is not a whole number of tokens")
-            n = int(value)
-        else:
-            n = int(s) * mult
+        value = (Fraction(s) if "." in s else Fraction(int(s))) * mult
     except (ValueError, ZeroDivisionError):
         raise ValueError(f"{text!r} is not a token count (use e.g. 4096, 4k, 128k, 1M)") from None
+    if value.denominator != 1:
+        raise ValueError(f"{text!r} is not a whole number of tokens")
+    n = int(value)
     if n <= 0:
         raise ValueError(f"{text!r} must be a positive number of tokens")
     return n

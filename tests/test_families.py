@@ -441,7 +441,10 @@ def test_mla(fname, layers, heads):
     m = load(fname)
     assert kinds(m) == [("mla",)] * layers
     latent_bytes = (512 + 64) * 2  # (kv_lora_rank + qk_rope_head_dim) x bf16, one copy, no K/V pair
-    for engine in ("vllm", "hf"):  # vLLM and transformers 5.x cache the latent
+    # vLLM caches the latent for every MLA model; transformers 5.x only for deepseek_v3
+    # (DeepseekV3Attention since PR #47761); deepseek_v2 and kimi_k2 (remote code) decompress.
+    latent_engines = ("vllm", "hf") if c["model_type"] == "deepseek_v3" else ("vllm",)
+    for engine in latent_engines:
         fp = kv_footprint(m, contexts=(4096,), engine=engine)
         check_attn(row(fp, "mla"), count=layers, kv_heads=1, head_dim=512 + 64, window=None,
                    bytes_per_token=latent_bytes, head_dim_v=None)
@@ -449,6 +452,8 @@ def test_mla(fname, layers, heads):
         assert fp.sequences[0].total_bytes == 4096 * (512 + 64) * 2 * layers
     # transformers 4.x caches decompressed K = heads x (nope + rope), V = heads x v_head_dim
     d = kv_footprint(m, contexts=(4096,), engine="hf@4")
+    if c["model_type"] != "deepseek_v3":
+        assert kv_footprint(m, contexts=(4096,), engine="hf").bytes_per_token == d.bytes_per_token
     dec_bytes = (heads * (128 + 64) + heads * 128) * 2
     check_attn(row(d, "mla"), count=layers, kv_heads=heads, head_dim=128 + 64, window=None,
                bytes_per_token=dec_bytes, head_dim_v=128)

@@ -15,7 +15,7 @@ def formats(
 
     from rich.table import Table
 
-    from ..errors import InputError
+    from ..errors import FormatError, InputError
     from ..formats import ALL_NAMES, parse_format
     from .render import console
 
@@ -29,7 +29,7 @@ def formats(
         pair = parse_format(name)
         try:
             kb, vb = pair.k.vector_bytes(head_dim), pair.v.vector_bytes(head_dim)
-        except Exception:  # noqa: BLE001 - block formats need head_dim % 32 == 0
+        except FormatError:  # block formats need head_dim % 32 == 0
             kb = vb = None
         bits = Fraction(8 * kb, head_dim) if kb is not None else None
         table.add_row(name, str(kb) if kb is not None else "n/a", str(vb) if vb is not None

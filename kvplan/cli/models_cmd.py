@@ -16,6 +16,7 @@ def models(
     from .. import builtins
     from ..footprint import kv_footprint
     from ..loaders.hf_config import parse_config
+    from ..units import ceil_bytes
 
     rows = []
     for spec in builtins.all_specs():
@@ -24,7 +25,7 @@ def models(
         kinds = ", ".join(f"{r.kind} x{r.count}" for r in fp.layers)
         rows.append({"name": spec["name"], "hub_id": spec.get("hub_id"),
                      "family": spec.get("family", m.model_type), "layers": kinds,
-                     "bytes_per_token": int(sum(r.bytes_per_token * r.count for r in fp.layers)),
+                     "bytes_per_token": ceil_bytes(sum(r.bytes_per_token * r.count for r in fp.layers)),
                      "aliases": spec.get("aliases", [])})
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..dtypes import canonical_dtype
+from ..dtypes import STATE_DTYPES, canonical_dtype
 from ..errors import InputError
 from ..units import parse_tokens
 
@@ -28,6 +28,7 @@ def parse_state_dtype(value: str | None) -> str | None:
     if value is None:
         return None
     resolved = canonical_dtype(value)
-    if resolved is None:
-        raise InputError(f"unknown dtype {value!r}; use fp32, bf16 or fp16", field="--state-dtype")
+    if resolved not in STATE_DTYPES:
+        raise InputError(f"unknown dtype {value!r}; use {', '.join(STATE_DTYPES)}",
+                         field="--state-dtype")
     return resolved

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from rich.console import Console
 from rich.table import Table
 
@@ -19,15 +17,9 @@ def console() -> Console:
     return out
 
 
-def warn(message: str) -> None:
-    sys.stderr.write(f"kvplan: warning: {message}\n")
-
-
 def render_size(fp: Footprint) -> None:
     out = console()
     m = fp.model
-    for w in m.warnings:
-        warn(w)
     out.print(f"[bold]{m.name}[/bold]  {m.model_type}, {m.num_layers} layers, model dtype {m.dtype}"
               f"  [dim]source: {m.source}[/dim]")
     out.print(f"engine {fp.engine.label}   KV format {fp.kv_dtype}   tp {fp.tp}   pp {fp.pp}"

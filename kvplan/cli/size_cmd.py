@@ -43,6 +43,8 @@ def size(
     m = load_model(model)
     fp = kv_footprint(m, contexts, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp,
                       pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype)
+    for warning in m.warnings:
+        typer.echo(f"kvplan: warning: {warning}", err=True)
     if as_json:
         typer.echo(json.dumps(size_record(fp), indent=2))
         return

@@ -20,14 +20,14 @@ DEFAULT_ENGINE = "vllm"
 
 def get_engine(spec: str = DEFAULT_ENGINE) -> EngineLayout:
     """Resolve ``name`` or ``name@version`` to an engine layout."""
-    name, _, version = spec.strip().lower().partition("@")
+    name, at, version = spec.strip().lower().partition("@")
     name = ENGINE_ALIASES.get(name, name)
     if name not in ENGINES:
         hint = did_you_mean(name, ENGINES, n=2, cutoff=0.4)
         raise InputError(
             f"unknown engine {spec!r}{hint}; known: {', '.join(ENGINES)}", field="--engine"
         )
-    return ENGINES[name](version or None)
+    return ENGINES[name](version if at else None)
 
 
 __all__ = ["EngineLayout", "get_engine", "ENGINES", "DEFAULT_ENGINE"]

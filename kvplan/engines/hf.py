@@ -4,16 +4,20 @@ Rules, with where transformers implements them:
 - No paging: a layer's K and V are tensors ``[batch, kv_heads, tokens, head_dim]`` grown by
   concatenation (``src/transformers/cache_utils.py`` ``DynamicLayer``).
 - Sliding layers keep ``min(n, sliding_window - 1)`` tokens between steps
-  (``DynamicSlidingWindowLayer.update``: ``full_key_states[:, :, -self.sliding_window + 1:]``).
+  (``DynamicSlidingWindowLayer.update``: ``full_key_states[:, :, -self.sliding_window + 1:]``,
+  the layered cache of 4.56 and later; older 4.x ``DynamicCache`` kept every token).
   Chunked layers (Llama-4 ``chunked_attention``) use the same layer with
   ``sliding_window = attention_chunk_size``, so they keep the last ``chunk - 1`` tokens rather
-  than the current chunk (v4.56 and later ``DynamicCache.__init__``).
-- MLA (DeepSeek-V2/V3, Kimi-K2): 4.x releases cache decompressed per-head
-  ``key_states`` (``num_heads x (qk_nope_head_dim + qk_rope_head_dim)``) and ``value_states``
+  than the current chunk.
+- MLA: 4.x releases cache decompressed per-head ``key_states``
+  (``num_heads x (qk_nope_head_dim + qk_rope_head_dim)``) and ``value_states``
   (``num_heads x v_head_dim``) (``modeling_deepseek_v3.py``: ``past_key_value.update`` after
-  ``kv_b_proj``), as does DeepSeek's hub remote code; 5.x releases cache the latent
-  ``kv_lora_rank + qk_rope_head_dim`` (transformers PR #47761, "DeepseekV3Attention caches
-  the compressed MLA latents"). ``hf@4`` selects the 4.x layout; ``hf`` means 5.x.
+  ``kv_b_proj``), as does DeepSeek's hub remote code (``modeling_deepseek.py``), which is what
+  ``kimi_k2`` configs load through ``auto_map``. ``DeepseekV3Attention`` caches the latent
+  ``kv_lora_rank + qk_rope_head_dim`` since transformers PR #47761 (the 5.x line; the first
+  release that shipped it was not pinned down), so ``hf`` (5.x) caches the latent for
+  ``deepseek_v3`` only; DeepSeek-V2 was not confirmed to have changed and stays decompressed.
+  ``hf@4`` selects the 4.x layout.
 - Mamba / hybrid caches keep the full conv kernel: conv ``[batch, conv_dim, d_conv]`` and SSM
   ``[batch, d_inner, d_state]`` (Mamba-1) or ``[batch, heads, head_dim, d_state]``
   (Mamba-2), in the model dtype (``HybridMambaAttentionDynamicCache``, ``MambaCache``).
@@ -25,28 +29,23 @@ Rules, with where transformers implements them:
 
 from __future__ import annotations
 
-from .base import EngineLayout
+from .base import EngineLayout, parse_version, version_tuple
 
 DEFAULT_VERSION = "5"
 
 
 def hf_layout(version: str | None = None) -> EngineLayout:
-    version = version or DEFAULT_VERSION
-    major = version.split(".")[0]
+    version = parse_version(version, DEFAULT_VERSION, "hf", allow_main=False)
+    latent = frozenset({"deepseek_v3"}) if version_tuple(version) >= (5,) else frozenset()
     return EngineLayout(
         name="hf",
         version=version,
+        default_version=DEFAULT_VERSION,
         paged=False,
         default_block_size_tokens=1,
-        mla_latent=not (major.isdigit() and int(major) < 5),
+        mla_latent_model_types=latent,
         conv_state_columns_dropped=0,
         chunk_aligned_local=False,
         auto_dtype_from_fp32=None,
         linear_state_dtype="fp32",
-        citations=(
-            "src/transformers/cache_utils.py",
-            "src/transformers/models/deepseek_v3/modeling_deepseek_v3.py",
-            "src/transformers/models/jamba/modeling_jamba.py",
-            "src/transformers/models/qwen3_next/modeling_qwen3_next.py",
-        ),
     )

@@ -1,4 +1,4 @@
-"""vLLM (V1 engine) cache layout, modelled on vLLM 0.11 and current main.
+"""vLLM (V1 engine) cache layout: vLLM main as read in 2026, and 0.11 and older releases.
 
 Rules, with where vLLM implements them:
 - Attention KV per layer is ``[2, num_blocks, block_size, num_kv_heads, head_size]``
@@ -27,36 +27,34 @@ Rules, with where vLLM implements them:
   groups replicated when ``n_groups % tp != 0`` (``extra_groups_for_head_shards``); gated
   DeltaNet conv over ``2 * k_heads * k_dim + v_heads * v_dim`` and temporal
   ``(v_heads / tp, v_dim, k_dim)``. Dtypes: ``mamba_cache_dtype`` and
-  ``mamba_ssm_cache_dtype`` default ``auto`` = the model dtype; NemotronH's SSM state
-  defaults to float32 (``vllm/model_executor/models/config.py``
-  ``NemotronHForCausalLMConfig``, ``DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32"``) unless the
-  config sets ``mamba_ssm_cache_dtype``.
+  ``mamba_ssm_cache_dtype`` default ``auto`` = the model dtype. NemotronH alone reads the
+  config's ``mamba_ssm_cache_dtype`` and otherwise defaults its SSM state to float32 on main
+  (``vllm/model_executor/models/config.py`` ``NemotronHForCausalLMConfig``,
+  ``DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32"``) and to float16 in the 0.11-era copy read.
 - Not modelled here (see ``kvplan fit``): hybrid page-size unification and padding, prefix
   caching modes, speculative-decoding extra state slots, FlashMLA's block size 64.
 """
 
 from __future__ import annotations
 
-from .base import EngineLayout
+from .base import EngineLayout, parse_version, version_tuple
 
-DEFAULT_VERSION = "0.11"
+DEFAULT_VERSION = "main"
 
 
 def vllm_layout(version: str | None = None) -> EngineLayout:
+    version = parse_version(version, DEFAULT_VERSION, "vllm", allow_main=True)
+    nemotron_ssm = "fp32" if version_tuple(version) > (0, 11, 99) else "fp16"
     return EngineLayout(
         name="vllm",
-        version=version or DEFAULT_VERSION,
+        version=version,
+        default_version=DEFAULT_VERSION,
         paged=True,
         default_block_size_tokens=16,
-        mla_latent=True,
+        mla_latent_model_types=None,
         conv_state_columns_dropped=1,
         chunk_aligned_local=True,
         auto_dtype_from_fp32="bf16",
-        ssm_dtype_by_model_type={"nemotron_h": "fp32"},
-        citations=(
-            "vllm/v1/kv_cache_interface.py",
-            "vllm/v1/core/single_type_kv_cache_manager.py",
-            "vllm/model_executor/layers/mamba/mamba_utils.py",
-            "vllm/config/cache.py",
-        ),
+        ssm_dtype_by_model_type={"nemotron_h": nemotron_ssm},
+        config_ssm_dtype_model_types=frozenset({"nemotron_h"}),
     )

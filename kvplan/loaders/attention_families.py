@@ -17,7 +17,8 @@ from __future__ import annotations
 from ..layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
 from .fields import Fields
 
-QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen3_vl_text"}
+QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
+               "qwen2_5_vl_text", "qwen3_vl_text"}
 PATTERN_DEFAULTS = {"gemma3_text": 6, "gemma3": 6, "cohere2": 4}
 
 #: ``layer_types`` values and the kind each means.
@@ -39,8 +40,7 @@ def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
     if model_type in ("falcon", "RefinedWeb", "RefinedWebModel"):
         kv = falcon_kv_heads(f, model_type, heads)
     else:
-        kv = f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads,
-                   why="absent: one KV head per query head (MHA)")
+        kv = kv_heads(f, heads)
     if kv > heads or heads % kv:
         raise f.error("num_key_value_heads", f"{kv} KV heads must divide {heads} attention heads")
     head_dim = f.opt_int("head_dim") or f.opt_int("attention_head_dim")
@@ -55,24 +55,34 @@ def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
     return heads, kv, head_dim, head_dim
 
 
+def kv_heads(f: Fields, heads: int) -> int:
+    """KV heads with vLLM's ``get_total_num_kv_heads`` keys: ``multi_query`` true means one
+    (gpt_bigcode style); else ``num_key_value_heads``, ``num_kv_heads``, ``n_head_kv`` or
+    ``multi_query_group_num`` (ChatGLM), whichever the config has; none of them means MHA."""
+    if f.bool("multi_query"):
+        return 1
+    return f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                 default=heads, why="absent: one KV head per query head (MHA)")
+
+
 def falcon_kv_heads(f: Fields, model_type: str, heads: int) -> int:
-    """Falcon: ``new_decoder_architecture`` uses ``num_kv_heads`` (falcon-40b/180B: 8);
-    otherwise ``multi_query`` (FalconConfig default true) means one KV head (falcon-7b)."""
-    new_arch = f.bool("new_decoder_architecture", model_type == "RefinedWeb")
-    if new_arch:
+    """Falcon (transformers ``FalconAttention``): with ``new_decoder_architecture``,
+    ``num_kv_heads`` (falcon-40b/180B: 8); else ``multi_query`` (FalconConfig default true)
+    means one KV head (falcon-7b); else ``num_kv_heads``, which defaults to the query heads."""
+    if f.bool("new_decoder_architecture", model_type == "RefinedWeb"):
         return f.int("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
     if "multi_query" not in f.config:
         f.assume("multi_query = true (FalconConfig default)")
-    return 1 if f.bool("multi_query", True) else heads
+    if f.bool("multi_query", True):
+        return 1
+    return f.int("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
 
 
 def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
     """Per-layer attention kind: "full", "sliding" or "chunked" (or a hybrid kind from
     ``layer_types``)."""
-    types = f.list("layer_types")
+    types = f.str_list("layer_types", num_layers)
     if types is not None:
-        if len(types) != num_layers:
-            raise f.error("layer_types", f"has {len(types)} entries for {num_layers} layers")
         kinds = []
         for i, t in enumerate(types):
             if t not in LAYER_TYPE_KINDS:
@@ -101,12 +111,16 @@ def _llama4_kinds(f: Fields, num_layers: int) -> list[str]:
     if not f.has("attention_chunk_size"):
         return ["full"] * num_layers
     rope = f.list("no_rope_layers")
-    if not rope:
+    if rope:
+        if len(rope) != num_layers:
+            raise f.error("no_rope_layers", f"has {len(rope)} entries for {num_layers} layers")
+        for i, r in enumerate(rope):
+            if isinstance(r, bool) or r not in (0, 1):
+                raise f.error(f"no_rope_layers[{i}]", f"expected 0 or 1, got {r!r}")
+    else:
         interval = f.int("no_rope_layer_interval", default=4, why="Llama4TextConfig default")
         rope = [int((i + 1) % interval != 0) for i in range(num_layers)]
         f.assume(f"no_rope_layers: every {interval}th layer is NoPE global attention")
-    if len(rope) != num_layers:
-        raise f.error("no_rope_layers", f"has {len(rope)} entries for {num_layers} layers")
     return ["chunked" if r else "full" for r in rope]
 
 
@@ -123,7 +137,7 @@ def attention_spec(f: Fields, model_type: str, kind: str, shape=None):
 
 
 def parse_standard(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers", "n_layer", "num_layers")
+    num_layers = f.num_layers("num_hidden_layers", "n_layer", "num_layers")
     shape = attention_shape(f, model_type)
     kinds = layer_kinds(f, model_type, num_layers)
     specs = {k: attention_spec(f, model_type, k, shape) for k in set(kinds)
@@ -140,7 +154,7 @@ def parse_mla(f: Fields, model_type: str) -> list[tuple]:
     The MTP layers (``num_nextn_predict_layers``) are used only for speculative decoding and are
     not counted.
     """
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     spec = MultiHeadLatent(
         num_attention_heads=f.int("num_attention_heads"),
         kv_lora_rank=f.int("kv_lora_rank"),

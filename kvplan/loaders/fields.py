@@ -13,6 +13,9 @@ from ..errors import ConfigError
 
 _MISSING = object()
 
+#: Upper bound on a layer count: guards list building against absurd values (1e30).
+MAX_LAYERS = 100_000
+
 
 class Fields:
     def __init__(self, config: dict, source: str, prefix: str = ""):
@@ -31,7 +34,8 @@ class Fields:
     def error(self, key: str, message: str) -> ConfigError:
         return ConfigError(message, source=self.source, field=self.prefix + key)
 
-    def int(self, *keys: str, default: Any = _MISSING, why: str = "", minimum: int = 1) -> int:
+    def int(self, *keys: str, default: Any = _MISSING, why: str = "", minimum: int = 1,
+            maximum: int | None = None) -> int:
         """The first of ``keys`` present, as an integer >= ``minimum``.
 
         With no key present, ``default`` is used and recorded as an assumption (``why`` says
@@ -47,6 +51,8 @@ class Fields:
                 raise self.error(key, f"expected an integer, got {value!r}")
             if value < minimum:
                 raise self.error(key, f"must be >= {minimum}, got {value!r}")
+            if maximum is not None and value > maximum:
+                raise self.error(key, f"must be <= {maximum:,}, got {value!r}")
             return int(value)
         if default is _MISSING:
             names = " / ".join(self.prefix + k for k in keys)
@@ -54,6 +60,42 @@ class Fields:
                               field=self.prefix + keys[0])
         self.assume(f"{self.prefix}{keys[0]} = {default}" + (f" ({why})" if why else ""))
         return default
+
+    def num_layers(self, *keys: str) -> int:
+        """The decoder layer count (first of ``keys`` present), at most ``MAX_LAYERS``."""
+        return self.int(*(keys or ("num_hidden_layers",)), maximum=MAX_LAYERS)
+
+    def index_list(self, key: str, num_layers: int) -> list[int] | None:
+        """A list of layer indices, each an integer in ``0 .. num_layers - 1``."""
+        values = self.list(key)
+        if values is None:
+            return None
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < num_layers:
+                raise self.error(f"{key}[{i}]", f"expected a layer index 0..{num_layers - 1}, "
+                                 f"got {v!r}")
+        return values
+
+    def str_list(self, key: str, length: int) -> list[str] | None:
+        """A list of ``length`` strings (one per layer)."""
+        values = self.list(key)
+        if values is None:
+            return None
+        if len(values) != length:
+            raise self.error(key, f"has {len(values)} entries for {length} layers")
+        for i, v in enumerate(values):
+            if not isinstance(v, str):
+                raise self.error(f"{key}[{i}]", f"expected a string, got {v!r}")
+        return values
+
+    def dict(self, key: str) -> dict:
+        """A nested object (empty when absent)."""
+        value = self.config.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(key, f"expected an object, got {type(value).__name__}")
+        return value
 
     def opt_int(self, key: str, minimum: int = 1) -> int | None:
         return self.int(key, minimum=minimum) if self.has(key) else None

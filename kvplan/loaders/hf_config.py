@@ -35,7 +35,8 @@ STANDARD_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "phi",
     "gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "cohere2", "gpt_neox", "llama4",
     "llama4_text", "gpt_oss", "falcon", "RefinedWeb", "RefinedWebModel", "qwen2_vl",
-    "qwen2_5_vl", "starcoder2", "olmo", "olmo2", "granite", "granitemoe", "internlm2", "exaone",
+    "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "starcoder2", "olmo",
+    "olmo2", "granite", "granitemoe", "internlm2", "exaone", "gpt_bigcode", "chatglm", "glm",
 )
 ADAPTERS: dict[str, Adapter] = {t: parse_standard for t in STANDARD_TYPES}
 ADAPTERS.update({
@@ -102,22 +103,19 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     if not isinstance(model_type, str):
         raise ConfigError(f"expected a string, got {model_type!r}", source=source,
                           field=prefix + "model_type")
-    adapter = ADAPTERS.get(model_type)
-    if adapter is None:
-        adapter = parse_standard
-    layers = adapter(f, model_type)
+    layers = ADAPTERS.get(model_type, parse_standard)(f, model_type)
     if not any(layers):
         raise ConfigError("no layer holds a KV cache or state", source=source,
                           field=prefix + "num_hidden_layers")
+    dtype = f.dtype("torch_dtype", "dtype") or Fields(config, source).dtype("torch_dtype", "dtype")
+    if dtype is None:
+        dtype = "bf16"
+        f.assume("dtype = bf16 (config names no torch_dtype/dtype)")
     if model_type not in ADAPTERS:
         warnings.append(
             f"unknown model_type {model_type!r}: read as a standard decoder ("
             + "; ".join(f.assumptions or ["standard fields only"]) + ")"
         )
-    dtype = f.dtype("torch_dtype", "dtype") or Fields(config, source).dtype("torch_dtype", "dtype")
-    if dtype is None:
-        dtype = "bf16"
-        f.assume("dtype = bf16 (config names no torch_dtype/dtype)")
     hidden = next((f.int(k) for k in ("hidden_size", "d_model", "n_embd") if f.has(k)), 0)
     heads = f.opt_int("num_attention_heads") or f.opt_int("n_head")
     return Model(

@@ -67,7 +67,7 @@ def _expand_inner(f: Fields, expand_key: str, default_expand: int, family: str) 
 
 
 def parse_mamba1(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers", "n_layer")
+    num_layers = f.num_layers("num_hidden_layers", "n_layer")
     if f.has("intermediate_size"):
         d_inner = f.int("intermediate_size")
     else:
@@ -81,7 +81,7 @@ def parse_mamba1(f: Fields, model_type: str) -> list[tuple]:
 
 
 def parse_mamba2(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     d_inner = _expand_inner(f, "expand", 2, "Mamba2Config")
     spec = _mamba2(f, d_inner=d_inner, heads="num_heads", head_dim="head_dim", state="state_size",
                    groups="n_groups", conv="conv_kernel", family="Mamba2Config",
@@ -91,11 +91,9 @@ def parse_mamba2(f: Fields, model_type: str) -> list[tuple]:
 
 def parse_mamba_ssm(f: Fields, model_type: str) -> list[tuple]:
     """The ``mamba_ssm`` package's config.json (state-spaces/mamba2-2.7b): no model_type."""
-    num_layers = f.int("n_layer")
+    num_layers = f.num_layers("n_layer")
     d_model = f.int("d_model")
-    ssm = f.raw("ssm_cfg", {})
-    if not isinstance(ssm, dict):
-        raise f.error("ssm_cfg", "expected an object")
+    ssm = f.dict("ssm_cfg")
     layer = ssm.get("layer", "Mamba1")
     sub = Fields(ssm, f.source, prefix="ssm_cfg.")
     sub.assumptions = f.assumptions
@@ -113,25 +111,22 @@ def parse_mamba_ssm(f: Fields, model_type: str) -> list[tuple]:
         )
     else:
         raise sub.error("layer", f"unknown mamba_ssm layer {layer!r}; expected Mamba1 or Mamba2")
-    attn_idx = set(f.list("attn_layer_idx") or [])
+    attn_idx = set(f.index_list("attn_layer_idx", num_layers) or [])
     blocks: list[tuple] = [(spec,)] * num_layers
     if attn_idx:
-        acfg = f.raw("attn_cfg", {})
-        af = Fields(acfg, f.source, prefix="attn_cfg.")
+        af = Fields(f.dict("attn_cfg"), f.source, prefix="attn_cfg.")
         af.assumptions = f.assumptions
         heads = af.int("num_heads")
         kv = af.int("num_heads_kv", default=heads, why="mamba_ssm MHA default")
         hd = af.int("head_dim", default=d_model // heads, why="d_model / num_heads")
         attn = FullAttention(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=hd, head_dim_v=hd)
         for i in attn_idx:
-            if not isinstance(i, int) or not 0 <= i < num_layers:
-                raise f.error("attn_layer_idx", f"layer index {i!r} outside 0..{num_layers - 1}")
             blocks[i] = (attn,)
     return blocks
 
 
 def parse_jamba(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     period = f.int("attn_layer_period", default=8, why="JambaConfig default")
     offset = f.int("attn_layer_offset", default=4, why="JambaConfig default", minimum=0)
     if offset >= period:
@@ -146,11 +141,9 @@ def parse_jamba(f: Fields, model_type: str) -> list[tuple]:
 
 
 def _kinds_list(f: Fields, key: str, num_layers: int, allowed: dict[str, str]) -> list[str]:
-    values = f.list(key)
+    values = f.str_list(key, num_layers)
     if values is None:
         raise f.error(key, "missing: the layer pattern of this hybrid model")
-    if len(values) != num_layers:
-        raise f.error(key, f"has {len(values)} entries for {num_layers} layers")
     out = []
     for i, v in enumerate(values):
         if v not in allowed:
@@ -160,7 +153,7 @@ def _kinds_list(f: Fields, key: str, num_layers: int, allowed: dict[str, str]) -
 
 
 def parse_zamba2(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     kinds = _kinds_list(f, "layers_block_type", num_layers, {"mamba": "mamba", "hybrid": "hybrid"})
     d_inner = _expand_inner(f, "mamba_expand", 2, "Zamba2Config")
     mamba = _mamba2(f, d_inner=d_inner, heads="n_mamba_heads", head_dim="mamba_headdim",
@@ -179,7 +172,7 @@ def parse_zamba2(f: Fields, model_type: str) -> list[tuple]:
 
 
 def parse_falcon_h1(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     if f.has("mamba_d_ssm"):
         d_inner = f.int("mamba_d_ssm")
     else:
@@ -188,13 +181,13 @@ def parse_falcon_h1(f: Fields, model_type: str) -> list[tuple]:
                     state="mamba_d_state", groups="mamba_n_groups", conv="mamba_d_conv",
                     family="FalconH1Config", defaults={"state": 256, "groups": 1, "conv": 4})
     attn = attention_spec(f, model_type, "full")
-    idx = f.list("attn_layer_indices")
+    idx = f.index_list("attn_layer_indices", num_layers)
     with_attn = set(range(num_layers)) if idx is None else set(idx)
     return [(attn, mamba) if i in with_attn else (mamba,) for i in range(num_layers)]
 
 
 def parse_nemotron_h(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     pattern = f.raw("hybrid_override_pattern")
     if not isinstance(pattern, str):
         raise f.error("hybrid_override_pattern", "missing: expected a string such as 'M-M*-'")
@@ -229,15 +222,15 @@ def _granite_mamba(f: Fields, family: str) -> Mamba:
 
 
 def parse_bamba(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     mamba = _granite_mamba(f, "BambaConfig")
     attn = attention_spec(f, model_type, "full")
-    idx = set(f.list("attn_layer_indices") or [])
+    idx = set(f.index_list("attn_layer_indices", num_layers) or [])
     return [(attn,) if i in idx else (mamba,) for i in range(num_layers)]
 
 
 def parse_granitemoehybrid(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     kinds = _kinds_list(f, "layer_types", num_layers, {"mamba": "mamba", "attention": "full"})
     mamba = _granite_mamba(f, "GraniteMoeHybridConfig")
     attn = attention_spec(f, model_type, "full") if "full" in kinds else None
@@ -245,7 +238,7 @@ def parse_granitemoehybrid(f: Fields, model_type: str) -> list[tuple]:
 
 
 def parse_qwen3_next(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.int("num_hidden_layers")
+    num_layers = f.num_layers()
     if f.has("layer_types"):
         kinds = layer_kinds(f, model_type, num_layers)
     else:

@@ -1,0 +1,178 @@
+"""Regression tests for review findings: KV-head keys, index validation, path resolution,
+engine versions, warnings in JSON mode, and odd input that used to raise tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kvplan
+from kvplan.cli.main import run
+
+FIXTURES = Path(__file__).parent / "fixtures" / "configs"
+
+
+def parse(cfg: dict) -> kvplan.Model:
+    return kvplan.parse_config(cfg, name="t", source="t.json")
+
+
+def bpt(cfg: dict, **kw) -> int:
+    return kvplan.kv_footprint(parse(cfg), [1], block_size_tokens=1, **kw).bytes_per_token
+
+
+def test_multi_query_outside_falcon_means_one_kv_head():
+    # gpt_bigcode (StarCoder): 40 layers, 1 KV head (multi_query), head_dim 6144 / 48 = 128
+    cfg = {"model_type": "gpt_bigcode", "n_layer": 40, "n_head": 48, "n_embd": 6144,
+           "multi_query": True}
+    assert bpt(cfg) == 2 * 40 * 1 * 128 * 2
+
+
+def test_multi_query_group_num():
+    # ChatGLM style: 28 layers, multi_query_group_num 2, head_dim 4096 / 32 = 128
+    cfg = {"model_type": "chatglm", "num_layers": 28, "num_attention_heads": 32,
+           "hidden_size": 4096, "multi_query_group_num": 2}
+    assert bpt(cfg) == 2 * 28 * 2 * 128 * 2
+
+
+def test_falcon_without_new_arch_or_multi_query_reads_num_kv_heads():
+    cfg = {"model_type": "falcon", "num_hidden_layers": 4, "num_attention_heads": 8,
+           "hidden_size": 512, "new_decoder_architecture": False, "multi_query": False,
+           "num_kv_heads": 2}
+    assert bpt(cfg) == 2 * 4 * 2 * 64 * 2
+
+
+BAMBA = {"model_type": "bamba", "num_hidden_layers": 4, "num_attention_heads": 8,
+         "num_key_value_heads": 2, "hidden_size": 512, "mamba_n_heads": 16, "mamba_d_head": 64}
+
+
+@pytest.mark.parametrize("indices,bad", [([99], "[0]"), (["1"], "[0]"), ([1, True], "[1]"),
+                                         ([[1]], "[0]")])
+def test_layer_index_lists_are_validated(indices, bad):
+    with pytest.raises(kvplan.ConfigError, match=rf"attn_layer_indices\{bad}: expected a layer index"):
+        parse({**BAMBA, "attn_layer_indices": indices})
+
+
+def test_llama4_no_rope_layers_must_be_zero_or_one():
+    cfg = {"model_type": "llama4_text", "num_hidden_layers": 4, "num_attention_heads": 8,
+           "hidden_size": 512, "attention_chunk_size": 64, "no_rope_layers": [1, 1, 2, 0]}
+    with pytest.raises(kvplan.ConfigError, match=r"no_rope_layers\[2\]: expected 0 or 1"):
+        parse(cfg)
+
+
+def test_layer_types_entries_must_be_strings():
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8,
+           "hidden_size": 512, "layer_types": ["full_attention", ["x"]]}
+    with pytest.raises(kvplan.ConfigError, match=r"layer_types\[1\]: expected a string"):
+        parse(cfg)
+
+
+def test_absurd_layer_count_is_an_error_not_a_hang():
+    cfg = {"model_type": "llama", "num_hidden_layers": 1e30, "num_attention_heads": 8,
+           "hidden_size": 512}
+    with pytest.raises(kvplan.ConfigError, match="num_hidden_layers: must be <= 100,000"):
+        parse(cfg)
+
+
+def test_mamba_ssm_attn_cfg_must_be_an_object():
+    cfg = {"d_model": 256, "n_layer": 2, "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [1],
+           "attn_cfg": [1]}
+    with pytest.raises(kvplan.ConfigError, match="attn_cfg: expected an object"):
+        parse(cfg)
+
+
+def test_qwen_vl_text_types_follow_max_window_layers():
+    cfg = {"model_type": "qwen2_5_vl_text", "num_hidden_layers": 4, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "hidden_size": 512, "use_sliding_window": True,
+           "sliding_window": 64, "max_window_layers": 3}
+    m = parse(cfg)
+    assert not m.warnings
+    assert [b[0].kind for b in m.layers] == ["full_attention"] * 3 + ["sliding_window"]
+
+
+def test_hf5_caches_latent_only_for_deepseek_v3():
+    kimi = kvplan.load_model("kimi-k2-instruct")  # kimi_k2: DeepSeek remote code, decompressed
+    fp = kvplan.kv_footprint(kimi, [1], engine="hf")
+    # 61 layers x 64 heads x (K 128 + 64, V 128) x 2 bytes
+    assert fp.bytes_per_token == 61 * 64 * (192 + 128) * 2
+    v3 = kvplan.kv_footprint(kvplan.load_model("deepseek-v3"), [1], engine="hf")
+    assert v3.bytes_per_token == 61 * (512 + 64) * 2
+
+
+def test_nemotron_ssm_dtype_by_vllm_version():
+    m = kvplan.load_model("nemotron-h-56b-base-8k")
+    # 54 Mamba-2 layers: conv (16384 + 2*8*256) x 3 x 2 B + ssm 256 x 64 x 256 x (4 or 2) B
+    conv = (16384 + 2 * 8 * 256) * 3 * 2
+    main = kvplan.kv_footprint(m, [1], engine="vllm").state_bytes_per_sequence
+    old = kvplan.kv_footprint(m, [1], engine="vllm@0.11").state_bytes_per_sequence
+    assert main == 54 * (conv + 256 * 64 * 256 * 4)
+    assert old == 54 * (conv + 256 * 64 * 256 * 2)
+
+
+def test_config_ssm_dtype_only_read_where_the_engine_reads_it():
+    # Falcon-H1 with mamba_ssm_cache_dtype: neither vLLM (NemotronH only) nor HF read it.
+    cfg = json.loads((FIXTURES / "tiiuae__Falcon-H1-0.5B.json").read_text())
+    base = kvplan.kv_footprint(parse(cfg), [1]).state_bytes_per_sequence
+    cfg["mamba_ssm_cache_dtype"] = "float32"
+    assert kvplan.kv_footprint(parse(cfg), [1]).state_bytes_per_sequence == base
+
+
+def test_engine_label_in_json_and_bad_versions(capsys):
+    assert run(["size", "deepseek-v3", "--engine", "hf@4", "-c", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "hf@4"
+    assert run(["size", "deepseek-v3", "-c", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "vllm"
+    for bad in ("hf@x", "vllm@0.11beta", "vllm@"):
+        assert run(["size", "llama-3-8b", "--engine", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--engine: bad" in err
+
+
+def test_path_like_names_are_paths(tmp_path, monkeypatch, capsys):
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8,
+           "num_key_value_heads": 8, "hidden_size": 512, "torch_dtype": "bfloat16"}
+    folder = tmp_path / "llama-3-70b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    monkeypatch.chdir(tmp_path)
+    assert kvplan.load_model("./llama-3-70b").source == str(Path("llama-3-70b") / "config.json")
+    (tmp_path / "deepseek-v3.json").write_text(json.dumps(cfg))
+    assert kvplan.load_model(str(tmp_path / "deepseek-v3.json")).num_layers == 2
+
+
+def test_warnings_go_to_stderr_in_json_mode(tmp_path, capsys):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"model_type": "mystery", "num_hidden_layers": 2,
+                             "num_attention_heads": 4, "hidden_size": 256}))
+    assert run(["size", str(p), "--json", "-c", "1"]) == 0
+    out, err = capsys.readouterr()
+    json.loads(out)
+    assert "kvplan: warning: unknown model_type 'mystery'" in err
+    assert "dtype = bf16" in err
+
+
+def test_non_utf8_config(tmp_path, capsys):
+    p = tmp_path / "c.json"
+    p.write_bytes(b"\xff\xfe{}")
+    assert run(["size", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "not UTF-8 text" in err and err.count("\n") == 1
+
+
+def test_fractional_context_message(capsys):
+    assert run(["size", "llama-3-8b", "-c", "1.5"]) == 2
+    assert "'1.5' is not a whole number of tokens" in capsys.readouterr().err
+
+
+def test_state_dtype_restricted(capsys):
+    assert run(["size", "mamba-2.8b", "--state-dtype", "fp8"]) == 2
+    assert "--state-dtype: unknown dtype 'fp8'; use fp32, bf16, fp16" in capsys.readouterr().err
+
+
+def test_scale_dtype_spellings():
+    # int4 group 64 over 128 elements: 64 B payload + 2 groups x (scale + zero)
+    assert kvplan.parse_format("int4:scale=bfloat16").k.vector_bytes(128) == 64 + 2 * (2 + 2)
+    assert kvplan.parse_format("int4:scale=fp8,zero=int8").k.vector_bytes(128) == 64 + 2 * (1 + 1)
+    with pytest.raises(kvplan.FormatError, match="scale='fp5'"):
+        kvplan.parse_format("int4:scale=fp5")
