@@ -176,3 +176,13 @@ def test_scale_dtype_spellings():
     assert kvplan.parse_format("int4:scale=fp8,zero=int8").k.vector_bytes(128) == 64 + 2 * (1 + 1)
     with pytest.raises(kvplan.FormatError, match="scale='fp5'"):
         kvplan.parse_format("int4:scale=fp5")
+
+
+def test_separate_v_head_dim():
+    # MiMo-V2-Flash style: K head_dim 192, V 128; 2 layers x 4 KV heads x (192 + 128) x 2 B
+    cfg = {"model_type": "mimo", "num_hidden_layers": 2, "num_attention_heads": 8,
+           "num_key_value_heads": 4, "hidden_size": 1024, "head_dim": 192, "v_head_dim": 128}
+    fp = kvplan.kv_footprint(parse(cfg), [10], block_size_tokens=1)
+    assert fp.bytes_per_token == 2 * 4 * (192 + 128) * 2
+    assert (fp.layers[0].head_dim_k, fp.layers[0].head_dim_v) == (192, 128)
+    assert fp.sequences[0].total_bytes == 10 * 2 * 4 * (192 + 128) * 2

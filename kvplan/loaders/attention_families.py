@@ -35,7 +35,11 @@ LAYER_TYPE_KINDS = {
 
 
 def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
-    """(query heads, KV heads, K head dim, V head dim) of a standard attention layer."""
+    """(query heads, KV heads, K head dim, V head dim) of a standard attention layer.
+
+    ``head_dim`` (or ``attention_head_dim``) when the config has it, else
+    ``hidden_size / num_attention_heads``; ``v_head_dim`` when present gives V its own width.
+    """
     heads = f.int("num_attention_heads", "n_head", "n_heads")
     if model_type in ("falcon", "RefinedWeb", "RefinedWebModel"):
         kv = falcon_kv_heads(f, model_type, heads)
@@ -52,7 +56,8 @@ def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
         head_dim = hidden // heads
         f.assume(f"head_dim = hidden_size / num_attention_heads = {hidden} / {heads} = {head_dim} "
                  "(no head_dim in config)")
-    return heads, kv, head_dim, head_dim
+    # A separate V head dim (MiMo-V2-Flash: head_dim 192, v_head_dim 128); K keeps head_dim.
+    return heads, kv, head_dim, f.opt_int("v_head_dim") or head_dim
 
 
 def kv_heads(f: Fields, heads: int) -> int:
