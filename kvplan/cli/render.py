@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
@@ -10,18 +12,19 @@ from ..units import ceil_bytes, format_bytes, format_int, format_tokens
 
 
 def console() -> Console:
-    """A console that is at least 120 columns wide when writing to a file or pipe."""
-    out = Console(highlight=False, soft_wrap=False)
-    if not out.is_terminal:
-        out = Console(highlight=False, soft_wrap=False, width=max(out.width, 120))
-    return out
+    """A console that is 120 columns wide when writing to a file or pipe (rich's default
+    there, 80, would fold the tables)."""
+    width = None if sys.stdout.isatty() else 120
+    # No markup or emoji parsing: model names and paths are printed as they are (a config path
+    # with "[...]" in it must not be read as a style), and rich's emoji table is not loaded.
+    return Console(highlight=False, soft_wrap=False, width=width, markup=False, emoji=False)
 
 
 def render_size(fp: Footprint) -> None:
     out = console()
     m = fp.model
-    out.print(f"[bold]{m.name}[/bold]  {m.model_type}, {m.num_layers} layers, model dtype {m.dtype}"
-              f"  [dim]source: {m.source}[/dim]")
+    out.print(f"{m.name}  {m.model_type}, {m.num_layers} layers, model dtype {m.dtype}"
+              f"  source: {m.source}")
     out.print(f"engine {fp.engine.label}   KV format {fp.kv_dtype}   tp {fp.tp}   pp {fp.pp}"
               f"   block {fp.block_size_tokens} tokens")
 
@@ -45,7 +48,7 @@ def render_size(fp: Footprint) -> None:
         )
     out.print(layers)
     for row in fp.layers:
-        out.print(f"  [dim]{row.kind} x{row.count}: {row.detail}[/dim]")
+        out.print(f"  {row.kind} x{row.count}: {row.detail}", style="dim")
     out.print(f"growing KV: {format_int(ceil_bytes(fp.bytes_per_token))} B per token"
               f" ({format_bytes(fp.bytes_per_token)}); constant state:"
               f" {format_int(fp.state_bytes_per_sequence)} B per sequence"
@@ -73,6 +76,6 @@ def render_size(fp: Footprint) -> None:
         notes.append(f"{fp.formats.k.residual_tokens} most recent tokens kept in fp16 (KIVI)")
     notes += list(m.assumptions)
     for n in notes:
-        out.print(f"[dim]note: {n}[/dim]")
-    out.print("[dim]GiB = 2^30 bytes; fractional bytes from sub-byte formats are rounded up once "
-              "per GPU.[/dim]")
+        out.print(f"note: {n}", style="dim")
+    out.print("GiB = 2^30 bytes; fractional bytes from sub-byte formats are rounded up once "
+              "per GPU.", style="dim")
