@@ -1,9 +1,9 @@
 """The KV footprint of one sequence: per layer kind, per context, per GPU. Pure.
 
-``kv_footprint`` is the engine: for each distinct layer spec it computes the bytes one token
-adds (growing and windowed kinds) or the constant state (state kinds) under the chosen engine
-layout, storage formats and TP degree; then for each context the bytes every GPU holds, with
-block rounding and window caps, and the busiest GPU.
+``kv_footprint`` prices each distinct layer spec once (``kvplan.costs.layer_cost``: bytes per
+token or constant state under the engine layout, storage formats and TP degree), then for each
+context adds up the bytes every GPU holds, with block rounding and window caps, and reports the
+busiest GPU.
 
 Conventions (documented in docs/footprint.md):
 - ``bytes_per_token`` of a row is for all ``count`` layers together, whole model, unsharded,
@@ -20,68 +20,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
-from .dtypes import dtype_bytes
+from .costs import LayerCost, layer_cost
 from .engines import EngineLayout, get_engine
 from .errors import InputError
 from .formats import KvFormatPair, parse_format
-from .layers import (
-    ChunkedLocal,
-    FullAttention,
-    LayerSpec,
-    LinearAttention,
-    Mamba,
-    MultiHeadLatent,
-    SlidingWindow,
-)
+from .layers import LayerSpec
 from .model import Model
-from .parallel import check_degree, pp_stages, split_heads
-from .tokens import chunked_blocks_peak, full_blocks, sliding_blocks_peak
+from .parallel import check_degree, pp_stages
 from .units import ceil_bytes
-
-
-@dataclass(frozen=True)
-class LayerCost:
-    """One distinct layer spec under an engine, formats and TP degree."""
-
-    spec: LayerSpec
-    kind: str
-    count: int
-    kv_heads: int | None  # cached heads, whole model (1 for an MLA latent)
-    kv_heads_per_rank: int | None
-    head_dim_k: int | None
-    head_dim_v: int | None
-    window_tokens: int | None
-    bytes_per_token: Fraction  # one layer, unsharded
-    bytes_per_token_per_rank: Fraction  # one layer, one TP rank
-    state_bytes: int  # one layer, unsharded
-    state_bytes_per_rank: int
-    detail: str  # how the numbers were formed, for display
-    notes: tuple[str, ...] = ()
-    formats: KvFormatPair | None = None  # attention kinds only
-
-    def rank_bytes_for_tokens(self, tokens: int) -> Fraction:
-        """Bytes of ``tokens`` cached tokens of one layer on one rank (KIVI residual included)."""
-        if not self.kv_heads_per_rank or self.formats is None:
-            return Fraction(0)
-        heads = self.kv_heads_per_rank
-        b = self.formats.k.bytes_for_tokens(tokens, heads, self.head_dim_k)
-        if self.head_dim_v:
-            b += self.formats.v.bytes_for_tokens(tokens, heads, self.head_dim_v)
-        return b
-
-    def held_tokens(self, n: int, block_tokens: int, engine: EngineLayout) -> int:
-        """Tokens' worth of cache slots held at context n (whole blocks), peak up to n."""
-        spec = self.spec
-        if isinstance(spec, SlidingWindow):
-            blocks = sliding_blocks_peak(n, spec.window_tokens - 1, block_tokens)
-        elif isinstance(spec, ChunkedLocal):
-            if engine.chunk_aligned_local:
-                blocks = chunked_blocks_peak(n, spec.chunk_tokens, block_tokens)
-            else:
-                blocks = sliding_blocks_peak(n, spec.chunk_tokens - 1, block_tokens)
-        else:
-            blocks = full_blocks(n, block_tokens)
-        return blocks * block_tokens
 
 
 class SequenceBytes(NamedTuple):
@@ -105,118 +51,6 @@ class Footprint:
     sequences: tuple[SequenceBytes, ...]
     stage_layers: tuple[int, ...]
     notes: tuple[str, ...]
-
-
-def _state_dtype(override: str | None, config_dtype: str | None, engine_default: str | None,
-                 model_dtype: str) -> str:
-    return override or config_dtype or engine_default or model_dtype
-
-
-def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
-    split_heads(spec.num_attention_heads, tp, "attention heads", replicate=False)
-    window, notes = None, ()
-    if isinstance(spec, MultiHeadLatent):
-        if engine.caches_mla_latent(model_type):
-            heads, dk, dv, shard_per_rank = 1, spec.latent_dim, 0, 1
-            if tp > 1:
-                notes = (f"MLA latent replicated on each of {tp} TP ranks",)
-            detail = f"latent {spec.kv_lora_rank} + {spec.qk_rope_head_dim} = {spec.latent_dim}"
-        else:
-            heads = spec.num_attention_heads
-            dk, dv = spec.qk_nope_head_dim + spec.qk_rope_head_dim, spec.v_head_dim
-            shard_per_rank = heads // tp
-            detail = f"decompressed {heads} heads x (K {dk} + V {dv})"
-    else:
-        heads, dk, dv = spec.num_kv_heads, spec.head_dim_k, spec.head_dim_v
-        shard = split_heads(heads, tp, "KV heads", replicate=True)
-        shard_per_rank = shard.per_rank
-        if shard.replicas > 1:
-            notes = (f"{heads} KV heads on tp={tp}: each head replicated on {shard.replicas} ranks",)
-        detail = f"{heads} heads x (K {dk} + V {dv})"
-        if isinstance(spec, SlidingWindow):
-            window = spec.window_tokens
-        elif isinstance(spec, ChunkedLocal):
-            window = spec.chunk_tokens
-
-    def per_token(h: int) -> Fraction:
-        b = formats.k.bytes_per_token(h, dk)
-        if dv:
-            b += formats.v.bytes_per_token(h, dv)
-        return b
-
-    return LayerCost(
-        spec=spec, kind=spec.kind, count=count, kv_heads=heads, kv_heads_per_rank=shard_per_rank,
-        head_dim_k=dk, head_dim_v=dv or None, window_tokens=window,
-        bytes_per_token=per_token(heads), bytes_per_token_per_rank=per_token(shard_per_rank),
-        state_bytes=0, state_bytes_per_rank=0, detail=detail, notes=notes, formats=formats,
-    )
-
-
-def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerCost:
-    cols = spec.d_conv - engine.conv_state_columns_dropped
-    conv_dt = _state_dtype(state_override, spec.conv_dtype, None, engine.auto_kv_dtype(model.dtype))
-    ssm_dt = _state_dtype(state_override, engine.ssm_dtype(model.model_type, spec.ssm_dtype),
-                          None, conv_dt)
-    if spec.version == 1:
-        split_heads(spec.d_inner, tp, "mamba d_inner channels", replicate=False)
-        conv_rank = spec.d_inner // tp
-        ssm_rank = conv_rank * spec.d_state
-        notes: tuple[str, ...] = ()
-    else:
-        split_heads(spec.num_heads, tp, "mamba heads", replicate=False)
-        split_heads(spec.d_inner, tp, "mamba d_inner channels", replicate=False)
-        groups = split_heads(spec.n_groups, tp, "mamba groups", replicate=True)
-        conv_rank = spec.d_inner // tp + 2 * groups.per_rank * spec.d_state
-        ssm_rank = (spec.num_heads // tp) * spec.head_dim * spec.d_state
-        notes = ()
-        if groups.replicas > 1:
-            notes = (f"{spec.n_groups} mamba group(s) on tp={tp}: replicated on {groups.replicas} ranks",)
-    cb, sb = dtype_bytes(conv_dt), dtype_bytes(ssm_dt)
-    whole = spec.conv_channels * cols * cb + spec.ssm_elements * sb
-    rank = conv_rank * cols * cb + ssm_rank * sb
-    ssm_shape = (
-        f"{spec.d_inner} x {spec.d_state}" if spec.version == 1
-        else f"{spec.num_heads} x {spec.head_dim} x {spec.d_state}"
-    )
-    detail = f"conv {spec.conv_channels} x {cols} {conv_dt} + ssm {ssm_shape} {ssm_dt}"
-    return LayerCost(
-        spec=spec, kind=spec.kind, count=count, kv_heads=None, kv_heads_per_rank=None,
-        head_dim_k=None, head_dim_v=None, window_tokens=None,
-        bytes_per_token=Fraction(0), bytes_per_token_per_rank=Fraction(0),
-        state_bytes=whole, state_bytes_per_rank=rank, detail=detail, notes=notes,
-    )
-
-
-def _linear_cost(spec: LinearAttention, count, engine, tp, model, state_override) -> LayerCost:
-    cols = spec.conv_kernel - engine.conv_state_columns_dropped
-    conv_dt = _state_dtype(state_override, spec.conv_dtype, None, engine.auto_kv_dtype(model.dtype))
-    st_dt = _state_dtype(state_override, spec.state_dtype, engine.linear_state_dtype, conv_dt)
-    split_heads(spec.num_k_heads, tp, "linear-attention key heads", replicate=False)
-    split_heads(spec.num_v_heads, tp, "linear-attention value heads", replicate=False)
-    cb, sb = dtype_bytes(conv_dt), dtype_bytes(st_dt)
-    whole = spec.conv_channels * cols * cb + spec.state_elements * sb
-    rank = (spec.conv_channels // tp) * cols * cb + (spec.state_elements // tp) * sb
-    detail = (
-        f"conv {spec.conv_channels} x {cols} {conv_dt} + state "
-        f"{spec.num_v_heads} x {spec.head_k_dim} x {spec.head_v_dim} {st_dt}"
-    )
-    return LayerCost(
-        spec=spec, kind=spec.kind, count=count, kv_heads=None, kv_heads_per_rank=None,
-        head_dim_k=None, head_dim_v=None, window_tokens=None,
-        bytes_per_token=Fraction(0), bytes_per_token_per_rank=Fraction(0),
-        state_bytes=whole, state_bytes_per_rank=rank, detail=detail,
-    )
-
-
-def layer_cost(spec: LayerSpec, count: int, engine: EngineLayout, formats: KvFormatPair,
-               tp: int, model: Model, state_dtype: str | None = None) -> LayerCost:
-    if isinstance(spec, Mamba):
-        return _mamba_cost(spec, count, engine, tp, model, state_dtype)
-    if isinstance(spec, LinearAttention):
-        return _linear_cost(spec, count, engine, tp, model, state_dtype)
-    if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal, MultiHeadLatent)):
-        return _attention_cost(spec, count, engine, formats, tp, model.model_type)
-    raise TypeError(f"unknown layer spec {spec!r}")
 
 
 def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
