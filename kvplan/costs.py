@@ -25,7 +25,6 @@ from .layers import (
 )
 from .model import Model
 from .parallel import split_heads
-from .tokens import chunked_blocks_peak, full_blocks, sliding_blocks_peak
 
 
 @dataclass(frozen=True)
@@ -59,37 +58,23 @@ class LayerCost:
         return b
 
     def held_tokens(self, n: int, block_tokens: int, engine: EngineLayout) -> int:
-        """Tokens' worth of cache slots held at context n (whole blocks), peak up to n."""
-        spec = self.spec
-        if isinstance(spec, SlidingWindow):
-            blocks = sliding_blocks_peak(n, spec.window_tokens - 1, block_tokens)
-        elif isinstance(spec, ChunkedLocal):
-            if engine.chunk_aligned_local:
-                blocks = chunked_blocks_peak(n, spec.chunk_tokens, block_tokens)
-            else:
-                blocks = sliding_blocks_peak(n, spec.chunk_tokens - 1, block_tokens)
-        else:
-            blocks = full_blocks(n, block_tokens)
-        return blocks * block_tokens
-
-
-def _state_dtype(override: str | None, config_dtype: str | None, engine_default: str | None,
-                 model_dtype: str) -> str:
-    return override or config_dtype or engine_default or model_dtype
+        """Token slots (whole blocks) held at context n, worst case up to n (engine rules)."""
+        return engine.held_tokens(self.kind, self.window_tokens, n, block_tokens)
 
 
 def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
     split_heads(spec.num_attention_heads, tp, "attention heads", replicate=False)
     window, notes = None, ()
     if isinstance(spec, MultiHeadLatent):
-        if engine.caches_mla_latent(model_type):
-            heads, dk, dv, shard_per_rank = 1, spec.latent_dim, 0, 1
+        heads, dk, dv, latent = engine.mla_geometry(model_type, spec)
+        if latent:
+            shard_per_rank = 1
             if tp > 1:
                 notes = (f"MLA latent replicated on each of {tp} TP ranks",)
             detail = f"latent {spec.kv_lora_rank} + {spec.qk_rope_head_dim} = {spec.latent_dim}"
+            if dv:
+                detail += f", plus V {dv} stored apart"
         else:
-            heads = spec.num_attention_heads
-            dk, dv = spec.qk_nope_head_dim + spec.qk_rope_head_dim, spec.v_head_dim
             shard_per_rank = heads // tp
             detail = f"decompressed {heads} heads x (K {dk} + V {dv})"
     else:
@@ -120,9 +105,8 @@ def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
 
 def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerCost:
     cols = spec.d_conv - engine.conv_state_columns_dropped
-    conv_dt = _state_dtype(state_override, spec.conv_dtype, None, engine.auto_kv_dtype(model.dtype))
-    ssm_dt = _state_dtype(state_override, engine.ssm_dtype(model.model_type, spec.ssm_dtype),
-                          None, conv_dt)
+    conv_dt, ssm_dt = engine.state_dtypes(model.model_type, model.dtype, spec.ssm_dtype,
+                                          state_override)
     if spec.version == 1:
         split_heads(spec.d_inner, tp, "mamba d_inner channels", replicate=False)
         conv_rank = spec.d_inner // tp
@@ -155,8 +139,8 @@ def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerC
 
 def _linear_cost(spec: LinearAttention, count, engine, tp, model, state_override) -> LayerCost:
     cols = spec.conv_kernel - engine.conv_state_columns_dropped
-    conv_dt = _state_dtype(state_override, spec.conv_dtype, None, engine.auto_kv_dtype(model.dtype))
-    st_dt = _state_dtype(state_override, spec.state_dtype, engine.linear_state_dtype, conv_dt)
+    conv_dt, st_dt = engine.state_dtypes(model.model_type, model.dtype, spec.state_dtype,
+                                         state_override)
     split_heads(spec.num_k_heads, tp, "linear-attention key heads", replicate=False)
     split_heads(spec.num_v_heads, tp, "linear-attention value heads", replicate=False)
     cb, sb = dtype_bytes(conv_dt), dtype_bytes(st_dt)

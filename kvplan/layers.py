@@ -110,8 +110,7 @@ class Mamba:
     num_heads: int = 0  # Mamba-2 only
     head_dim: int = 0  # Mamba-2 only
     n_groups: int = 1  # Mamba-2 only
-    conv_dtype: str | None = None  # None: the model/cache dtype
-    ssm_dtype: str | None = None
+    ssm_dtype: str | None = None  # declared by the config; the engine decides whether to use it
 
     @property
     def conv_channels(self) -> int:
@@ -143,8 +142,7 @@ class LinearAttention:
     head_k_dim: int
     head_v_dim: int
     conv_kernel: int
-    conv_dtype: str | None = None
-    state_dtype: str | None = None
+    state_dtype: str | None = None  # declared by the config; the engine decides whether to use it
 
     @property
     def conv_channels(self) -> int:

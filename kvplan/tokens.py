@@ -66,3 +66,15 @@ def chunked_blocks_peak(n: int, chunk_tokens: int, block_tokens: int) -> int:
         end = min(n, start + chunk_tokens - 1)
         best = max(best, span_blocks(start, end, block_tokens))
     return best
+
+
+def window_page_blocks(n: int, window_tokens: int, block_tokens: int) -> int:
+    """SGLang: a sliding layer keeps the last ``window + page`` tokens (its scheduler frees
+    tokens older than ``seq_len - window - page_size``), in whole pages."""
+    return cdiv(min(n, window_tokens + block_tokens), block_tokens)
+
+
+def fixed_cache_blocks(n: int, cache_tokens: int, block_tokens: int) -> int:
+    """llama.cpp iSWA: the sliding cache has ``pad(min(kv_size, n_swa + n_ubatch))`` cells,
+    allocated up front, where ``kv_size = pad(n)``; padding is ``block_tokens`` (256)."""
+    return min(full_blocks(n, block_tokens), cdiv(cache_tokens, block_tokens))

@@ -43,7 +43,7 @@ contexts = st.one_of(
 # --- non-decreasing in context ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("engine", ["vllm", "hf"])
+@pytest.mark.parametrize("engine", ["vllm", "hf", "sglang", "llama.cpp"])
 @pytest.mark.parametrize("stem", sorted(MODELS))
 @FAST
 @given(a=contexts, b=contexts)
@@ -122,7 +122,8 @@ SHARD_FORMATS = ["bf16", "fp32", "fp8", "int8", "int4", "nvfp4", "mxfp4", "q8_0"
 
 @FAST
 @given(data=st.data(), stem=st.sampled_from(sorted(SHARDABLE)),
-       fmt=st.sampled_from(SHARD_FORMATS), n=contexts, engine=st.sampled_from(["vllm", "hf"]))
+       fmt=st.sampled_from(SHARD_FORMATS), n=contexts,
+       engine=st.sampled_from(["vllm", "hf", "sglang"]))
 def test_tp_shards_sum_to_whole(data, stem, fmt, n, engine):
     tp = data.draw(st.sampled_from(SHARDABLE[stem]))
     model = MODELS[stem]
@@ -205,29 +206,32 @@ def test_block_rounding_never_loses_a_token(n, window, block, kind, engine):
         block = 1
     common = dict(num_attention_heads=8, num_kv_heads=2, head_dim_k=64, head_dim_v=64)
     if kind == "full":
-        spec = FullAttention(**common)
+        spec, policy = FullAttention(**common), "all"
         need = n
     elif kind == "sliding":
-        spec = SlidingWindow(window_tokens=window, **common)
-        need = min(n, window - 1)
+        spec, policy = SlidingWindow(window_tokens=window, **common), layout.sliding_policy
+        need = min(n, window - 1)  # the next token attends to the last window - 1 tokens
     else:
-        spec = ChunkedLocal(chunk_tokens=window, **common)
-        # vLLM keeps the current chunk; transformers the last chunk - 1 tokens
-        need = (n - (n // window) * window) if layout.chunk_aligned_local else min(n, window - 1)
+        spec, policy = ChunkedLocal(chunk_tokens=window, **common), layout.chunked_policy
+        need = n - (n // window) * window  # the tokens of the current chunk
     fp = kv_footprint(_one_layer(spec), contexts=(n,), kv_dtype="bf16", engine=layout,
                       block_size_tokens=block)
     (cost,) = fp.layers
     held = cost.held_tokens(n, block, layout)
     assert held % block == 0
     assert held >= need
-    if kind == "full":
+    # upper bounds, by how the engine holds windowed tokens
+    if policy == "all":
         assert held < n + block
-    elif kind == "sliding" or not layout.chunk_aligned_local:
-        assert held < need + 2 * block
-    else:
-        # chunked peak: at most the C - 1 tokens of one chunk, over at most 2 extra blocks
+    elif policy == "window":  # last W - 1 tokens, whole blocks freed
+        assert held < min(n, window - 1) + 2 * block
+    elif policy == "window_page":  # last W + one page
+        assert held < min(n, window + block) + block
+    elif policy == "chunk":  # at most the C - 1 tokens of one chunk, over 2 extra blocks
         assert held < min(n, window - 1) + 2 * block
         assert held >= chunked_blocks_at(n, window, block) * block
+    else:  # fixed cache of W + 512 cells, padded to the block
+        assert held < window + 512 + block and held < n + block
     # bytes: 2 heads x (64 + 64) x 2 B = 512 B per held token
     assert fp.sequences[0].per_gpu_bytes == held * 512
     assert fp.sequences[0].per_gpu_bytes >= need * 512

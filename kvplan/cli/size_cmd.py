@@ -31,9 +31,10 @@ def size(
         "repeatable or comma-separated. Default 4k,32k,128k.")] = None,
     block_size: Annotated[int | None, typer.Option(
         "--block-size", help="Paged-cache block size in tokens (1 = no rounding). "
-        "Default: the engine's (vllm 16).")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="Cache layout: vllm (default) or hf "
-                                        "(transformers; hf@4 for 4.x releases).")] = "vllm",
+        "Default: the engine's (vllm 16, sglang 1, llama.cpp 256-cell padding).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="Cache layout: vllm (default), sglang, "
+                                        "hf (transformers 5; hf@4 for 4.x) or llama.cpp; "
+                                        "NAME@VERSION for older rules (vllm@0.11).")] = "vllm",
     state_dtype: Annotated[str | None, typer.Option(
         "--state-dtype", help="Override the dtype of SSM / linear-attention states.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,

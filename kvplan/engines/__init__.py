@@ -1,8 +1,9 @@
 """Engine cache layouts: how each serving engine stores the cache a layer needs.
 
 Every engine is one ``EngineLayout`` value, built in its own module (``vllm.py``, ``hf.py``)
-with the behaviour it models and the engine version cited there. ``get_engine("vllm")`` or
-``get_engine("hf@4.57")`` picks one; the part after ``@`` is the engine version.
+with the behaviour it models and the engine version cited there: ``vllm.py``, ``sglang.py``,
+``hf.py`` (transformers) and ``llama_cpp.py``. ``get_engine("vllm")`` or ``get_engine("hf@4.57")``
+picks one; the part after ``@`` is the engine version.
 """
 
 from __future__ import annotations
@@ -11,10 +12,14 @@ from ..errors import InputError
 from ..suggest import did_you_mean
 from .base import EngineLayout
 from .hf import hf_layout
+from .llama_cpp import llama_cpp_layout
+from .sglang import sglang_layout
 from .vllm import vllm_layout
 
-ENGINES = {"vllm": vllm_layout, "hf": hf_layout}
-ENGINE_ALIASES = {"transformers": "hf", "huggingface": "hf"}
+ENGINES = {"vllm": vllm_layout, "sglang": sglang_layout, "hf": hf_layout,
+           "llama.cpp": llama_cpp_layout}
+ENGINE_ALIASES = {"transformers": "hf", "huggingface": "hf", "llamacpp": "llama.cpp",
+                  "llama-cpp": "llama.cpp", "llama_cpp": "llama.cpp"}
 DEFAULT_ENGINE = "vllm"
 
 

@@ -43,9 +43,10 @@ def hf_layout(version: str | None = None) -> EngineLayout:
         default_version=DEFAULT_VERSION,
         paged=False,
         default_block_size_tokens=1,
+        sliding_policy="window",
+        chunked_policy="window",
         mla_latent_model_types=latent,
         conv_state_columns_dropped=0,
-        chunk_aligned_local=False,
-        auto_dtype_from_fp32=None,
-        linear_state_dtype="fp32",
+        ssm_dtype_by_model_type={"qwen3_next": "fp32"},
+        config_ssm_dtype_model_types=frozenset(),
     )

@@ -56,7 +56,7 @@ def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str, state: str, g
     return Mamba(
         version=2, d_inner=d_inner, d_state=get(state, "state"), d_conv=get(conv, "conv"),
         num_heads=n_heads, head_dim=hd, n_groups=get(groups, "groups"),
-        ssm_dtype=f.dtype("mamba_ssm_cache_dtype"),
+        ssm_dtype=f.dtype("mamba_ssm_cache_dtype", "mamba_ssm_dtype"),
     )
 
 
@@ -252,6 +252,7 @@ def parse_qwen3_next(f: Fields, model_type: str) -> list[tuple]:
         head_k_dim=f.int("linear_key_head_dim"),
         head_v_dim=f.int("linear_value_head_dim"),
         conv_kernel=f.int("linear_conv_kernel_dim", default=4, why="Qwen3NextConfig default"),
+        state_dtype=f.dtype("mamba_ssm_dtype", "mamba_ssm_cache_dtype"),
     )
     out = []
     for i, k in enumerate(kinds):

@@ -1,0 +1,52 @@
+"""SGLang cache layout (token-to-KV pools of ``python/sglang/srt/mem_cache/memory_pool.py``),
+modelled on SGLang main as read in late 2025.
+
+Rules, with where SGLang implements them:
+- Attention KV per layer: ``k_buffer`` ``[size + page_size, head_num, head_dim]`` and
+  ``v_buffer`` ``[size + page_size, head_num, v_head_dim]`` (``MHATokenToKVPool``), with
+  ``head_num = max(1, total_kv_heads // tp)`` (``ModelConfig.get_num_kv_heads``). The default
+  page size is 1 token (``--page-size``), so a request holds exactly its tokens.
+- MLA: one latent buffer ``[size + page_size, 1, kv_lora_rank + qk_rope_head_dim]`` per layer
+  (``MLATokenToKVPool``); V is a slice of it; every TP rank holds all of it.
+- Sliding windows: hybrid-SWA models get a separate SWA pool (``SWAKVPool``, on unless
+  ``--disable-hybrid-swa-memory``); the scheduler frees a request's SWA tokens older than
+  ``seq_len - sliding_window - page_size`` (``ScheduleBatch._evict_swa``), so a request holds
+  at most ``window + page`` tokens in a sliding layer. (Eviction runs periodically; between
+  runs a request can briefly hold more.)
+- Chunked local attention (Llama-4): the hybrid pool for chunked layers needed
+  ``--hybrid-kvcache-ratio`` (default off), so by default every layer keeps the full context.
+- Mamba / gated DeltaNet states (``python/sglang/srt/configs/mamba_utils.py``
+  ``Mamba2StateShape.create``): conv ``(conv_dim / tp, conv_kernel - 1)`` in bf16
+  (``SGLANG_MAMBA_CONV_DTYPE`` default), temporal ``(heads / tp, head_dim, state_size)`` in
+  fp32 unless the config's ``mamba_ssm_dtype`` (or ``SGLANG_MAMBA_SSM_DTYPE``) says otherwise
+  (``mamba2_state_dtype``).
+- ``--kv-cache-dtype auto`` is the model dtype; fp32 checkpoints run in fp16
+  (``ModelConfig._get_and_verify_dtype``, copied from vLLM 0.6; not re-verified on main).
+- Not modelled: the ``page_size`` padding slots (one page per layer, shared by all requests),
+  radix-cache sharing, Mamba extra buffers for prefix caching and speculative decoding.
+"""
+
+from __future__ import annotations
+
+from .base import EngineLayout, parse_version
+
+DEFAULT_VERSION = "main"
+
+
+def sglang_layout(version: str | None = None) -> EngineLayout:
+    version = parse_version(version, DEFAULT_VERSION, "sglang", allow_main=True)
+    return EngineLayout(
+        name="sglang",
+        version=version,
+        default_version=DEFAULT_VERSION,
+        paged=True,
+        default_block_size_tokens=1,
+        sliding_policy="window_page",
+        chunked_policy="all",
+        mla_latent_model_types=None,
+        conv_state_columns_dropped=1,
+        auto_dtype_from_fp32="fp16",
+        conv_state_dtype="bf16",
+        ssm_state_dtype="fp32",
+        config_ssm_dtype_model_types=None,
+    )
