@@ -46,6 +46,7 @@ class LayerCost:
     detail: str  # how the numbers were formed, for display
     notes: tuple[str, ...] = ()
     formats: KvFormatPair | None = None  # attention kinds only
+    policy: str = "all"  # how the engine holds this layer's tokens (engines.base.POLICIES)
 
     def rank_bytes_for_tokens(self, tokens: int) -> Fraction:
         """Bytes of ``tokens`` cached tokens of one layer on one rank (KIVI residual included)."""
@@ -59,7 +60,7 @@ class LayerCost:
 
     def held_tokens(self, n: int, block_tokens: int, engine: EngineLayout) -> int:
         """Token slots (whole blocks) held at context n, worst case up to n (engine rules)."""
-        return engine.held_tokens(self.kind, self.window_tokens, n, block_tokens)
+        return engine.held_tokens(self.policy, self.window_tokens, n, block_tokens)
 
 
 def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
@@ -100,12 +101,13 @@ def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
         head_dim_k=dk, head_dim_v=dv or None, window_tokens=window,
         bytes_per_token=per_token(heads), bytes_per_token_per_rank=per_token(shard_per_rank),
         state_bytes=0, state_bytes_per_rank=0, detail=detail, notes=notes, formats=formats,
+        policy=engine.window_policy(spec.kind, model_type),
     )
 
 
 def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerCost:
     cols = spec.d_conv - engine.conv_state_columns_dropped
-    conv_dt, ssm_dt = engine.state_dtypes(model.model_type, model.dtype, spec.ssm_dtype,
+    conv_dt, ssm_dt = engine.state_dtypes(model.model_type, model.dtype, spec.ssm_dtypes,
                                           state_override)
     if spec.version == 1:
         split_heads(spec.d_inner, tp, "mamba d_inner channels", replicate=False)
@@ -139,7 +141,7 @@ def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerC
 
 def _linear_cost(spec: LinearAttention, count, engine, tp, model, state_override) -> LayerCost:
     cols = spec.conv_kernel - engine.conv_state_columns_dropped
-    conv_dt, st_dt = engine.state_dtypes(model.model_type, model.dtype, spec.state_dtype,
+    conv_dt, st_dt = engine.state_dtypes(model.model_type, model.dtype, spec.state_dtypes,
                                          state_override)
     split_heads(spec.num_k_heads, tp, "linear-attention key heads", replicate=False)
     split_heads(spec.num_v_heads, tp, "linear-attention value heads", replicate=False)

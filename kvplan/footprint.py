@@ -58,7 +58,7 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
     """Formats for K and V: ``auto`` is the engine's reading of the model dtype."""
     def one(spec: str) -> KvFormatPair:
         if spec.strip().lower() == "auto":
-            return parse_format(engine.auto_kv_dtype(model.dtype))
+            return parse_format(engine.auto_kv_dtype(model.dtype, model.model_type))
         return parse_format(spec)
 
     base = one(kv_dtype)
@@ -122,6 +122,7 @@ def kv_footprint(
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InputError(f"must be a positive number of tokens, got {n!r}", field="--context")
     formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype)
+    layout.check_options(formats.k.name, formats.v.name, block)
     stages = pp_stages(model.num_layers, pp)
 
     costs: dict[LayerSpec, LayerCost] = {}
@@ -129,7 +130,8 @@ def kv_footprint(
         costs[spec] = layer_cost(spec, count, layout, formats, tp, model, state_dtype)
     by_layer = [[costs[spec] for spec in block] for block in model.layers]
     rows = tuple(costs.values())
-    notes = tuple(dict.fromkeys(n for c in rows for n in c.notes))
+    notes = tuple(dict.fromkeys([*(n for c in rows for n in c.notes),
+                                 *layout.format_notes(formats.v.name)]))
     mixes = [_stage_mix(stage, by_layer) for stage in stages]
     sequences = tuple(_sequence_bytes(n, mixes, tp, block, layout) for n in contexts)
     return Footprint(

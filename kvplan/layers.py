@@ -110,7 +110,9 @@ class Mamba:
     num_heads: int = 0  # Mamba-2 only
     head_dim: int = 0  # Mamba-2 only
     n_groups: int = 1  # Mamba-2 only
-    ssm_dtype: str | None = None  # declared by the config; the engine decides whether to use it
+    #: (config key, dtype) pairs the config declares for the SSM state, e.g.
+    #: (("mamba_ssm_cache_dtype", "fp32"),); each engine reads only its own key.
+    ssm_dtypes: tuple[tuple[str, str], ...] = ()
 
     @property
     def conv_channels(self) -> int:
@@ -142,7 +144,8 @@ class LinearAttention:
     head_k_dim: int
     head_v_dim: int
     conv_kernel: int
-    state_dtype: str | None = None  # declared by the config; the engine decides whether to use it
+    #: (config key, dtype) pairs the config declares for the recurrent state.
+    state_dtypes: tuple[tuple[str, str], ...] = ()
 
     @property
     def conv_channels(self) -> int:

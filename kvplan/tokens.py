@@ -69,9 +69,20 @@ def chunked_blocks_peak(n: int, chunk_tokens: int, block_tokens: int) -> int:
 
 
 def window_page_blocks(n: int, window_tokens: int, block_tokens: int) -> int:
-    """SGLang: a sliding layer keeps the last ``window + page`` tokens (its scheduler frees
-    tokens older than ``seq_len - window - page_size``), in whole pages."""
-    return cdiv(min(n, window_tokens + block_tokens), block_tokens)
+    """SGLang: a sliding layer keeps the tokens from the eviction point
+    ``floor((m - W - P) / P) * P`` to ``m`` (``ScheduleBatch._evict_swa``: tokens older than
+    ``seq_len - sliding_window - page_size``, rounded down to a page), worst case up to ``n``.
+
+    Past ``W + P`` tokens the count repeats every page, so the last ``2 P`` contexts up to
+    ``min(n, W + 2P)`` hold the peak. Page 1: ``min(n, W + 1)``.
+    """
+    page = block_tokens
+    hi = min(n, window_tokens + 2 * page)
+
+    def at(m: int) -> int:
+        return span_blocks(max(0, (m - window_tokens - page) // page * page), m, page)
+
+    return max(at(m) for m in range(max(1, hi - 2 * page), hi + 1))
 
 
 def fixed_cache_blocks(n: int, cache_tokens: int, block_tokens: int) -> int:

@@ -252,7 +252,8 @@ def test_folder_without_config(tmp_path, capsys):
 def test_block_format_needs_divisible_rows(tmp_path, capsys):
     # 1 KV head x 72 elements per row is not a multiple of q8_0's 32-element blocks.
     path = write(tmp_path, llama_cfg(num_attention_heads=1, num_key_value_heads=1, hidden_size=72))
-    assert "does not divide into them" in fail(capsys, "size", path, "--kv-dtype", "q8_0")
+    assert "does not divide into them" in fail(capsys, "size", path, "--kv-dtype", "q8_0",
+                                                   "--engine", "llama.cpp")
 
 
 def test_console_script_exit_status_and_no_traceback(tmp_path):

@@ -446,8 +446,10 @@ def test_mla(fname, layers, heads):
     latent_engines = ("vllm", "hf") if c["model_type"] == "deepseek_v3" else ("vllm",)
     for engine in latent_engines:
         fp = kv_footprint(m, contexts=(4096,), engine=engine)
-        check_attn(row(fp, "mla"), count=layers, kv_heads=1, head_dim=512 + 64, window=None,
-                   bytes_per_token=latent_bytes, head_dim_v=None)
+        # vLLM: one latent vector; transformers 5: k_pass (512) as keys, k_rot (64) as values
+        dims = (512 + 64, None) if engine == "vllm" else (512, 64)
+        check_attn(row(fp, "mla"), count=layers, kv_heads=1, head_dim=dims[0], window=None,
+                   bytes_per_token=latent_bytes, head_dim_v=dims[1])
         assert fp.bytes_per_token == (512 + 64) * 2 * layers
         assert fp.sequences[0].total_bytes == 4096 * (512 + 64) * 2 * layers
     # transformers 4.x caches decompressed K = heads x (nope + rope), V = heads x v_head_dim

@@ -1,15 +1,17 @@
 """The parameters in which engines differ when they store a cache. Pure.
 
 One ``EngineLayout`` value describes one engine at one version; each engine's module builds it
-and cites the engine code each value was read from. The footprint code asks the layout three
-things: how many token slots a layer holds at context n (``held_tokens``), how an MLA layer is
-stored (``mla_geometry``), and which dtypes recurrent states use (``state_dtypes``).
+and cites the engine code each value was read from. The footprint code asks the layout how a
+windowed layer holds tokens (``window_policy`` then ``held_tokens``), how an MLA layer is
+stored (``mla_geometry``), which dtypes recurrent states use (``state_dtypes``), and whether a
+storage format and block size are ones the engine can use (``check_options``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import InputError
 from ..tokens import (
     chunked_blocks_peak,
     fixed_cache_blocks,
@@ -20,7 +22,7 @@ from ..tokens import (
 
 #: How a windowed (sliding or chunked) layer holds tokens:
 #: ``window``  the last W - 1 tokens, whole blocks freed (vLLM sliding, transformers)
-#: ``window_page``  the last W + one page (SGLang's eviction bound)
+#: ``window_page``  the last W + one page, eviction rounded down to a page (SGLang)
 #: ``chunk``  the tokens of the current chunk (vLLM chunked local attention)
 #: ``fixed``  a cache of W + ``swa_extra_tokens`` cells allocated up front (llama.cpp iSWA)
 #: ``all``  every token, as a full layer (an engine without a windowed pool)
@@ -31,21 +33,31 @@ POLICIES = ("window", "window_page", "chunk", "fixed", "all")
 class EngineLayout:
     """How one engine (at one version) lays out KV caches and recurrent states.
 
+    Slots and windows:
     - ``paged`` / ``default_block_size_tokens``: whether slots come in blocks (vLLM blocks,
-      SGLang pages, llama.cpp's 256-cell padding) and the default block size.
-    - ``sliding_policy`` / ``chunked_policy``: one of ``POLICIES``; ``swa_extra_tokens`` is the
-      ``fixed`` policy's extra cells (llama.cpp ``n_ubatch``).
-    - ``mla_latent_model_types``: model types whose MLA layers cache the latent
-      (``kv_lora_rank + qk_rope_head_dim``); None means all. Others cache per-head K and V.
-      ``mla_separate_v``: the latent engine also stores V (``kv_lora_rank`` wide) as its own
-      tensor (llama.cpp) instead of reading it from K.
-    - ``conv_state_columns_dropped``: 1 where the conv state keeps ``d_conv - 1`` columns.
-    - ``auto_kv_dtype_fixed`` / ``auto_dtype_from_fp32``: what ``--kv-dtype auto`` means:
-      a fixed type (llama.cpp f16), or the model dtype with fp32 checkpoints run in another.
+      SGLang pages, llama.cpp's 256-cell padding) and the default size; ``fixed_block_size``:
+      the engine allows no other (llama.cpp).
+    - ``sliding_policy`` / ``chunked_policy``: one of ``POLICIES``; ``swa_extra_tokens``: the
+      ``fixed`` policy's extra cells (llama.cpp ``n_ubatch``); ``windowed_model_types``: the
+      model types whose windows the engine implements (None: all); other models' windowed
+      layers are stored as full layers.
+    MLA:
+    - ``mla_latent_model_types``: model types whose MLA layers cache the latent (None: all);
+      others cache per-head K and V. ``mla_latent_layout``: ``"one"`` (one latent vector, V read
+      from it), ``"k_and_v"`` (llama.cpp: K = latent, V = ``kv_lora_rank`` stored apart) or
+      ``"split"`` (transformers 5: K = ``kv_lora_rank``, V = ``qk_rope_head_dim``).
+    Dtypes:
+    - ``auto_kv_dtype_fixed``: ``--kv-dtype auto`` is this type whatever the model (llama.cpp
+      f16); else the model dtype as the engine runs it: ``fp32_runs_as`` for fp32 checkpoints,
+      ``fp32_runs_as_by_prefix`` for model types starting with a prefix (SGLang: gemma -> bf16).
+    - ``kv_formats``: the storage formats the engine has (None: any); ``separate_kv_formats``:
+      whether K and V may differ.
     - ``conv_state_dtype`` / ``ssm_state_dtype``: state dtypes when not the model dtype;
-      ``ssm_dtype_by_model_type`` per-model defaults; ``config_ssm_dtype_model_types``: model
-      types whose config-declared SSM dtype the engine reads (None: every model).
-    - ``max_tp``: the largest tensor-parallel degree the engine supports (None: no limit).
+      ``ssm_dtype_by_model_type``: per-model defaults; ``config_ssm_dtype_key`` with
+      ``config_ssm_dtype_model_types`` (None: all): the config key whose SSM dtype the engine
+      reads, and for which models; ``state_dtype_fixed``: states cannot be set otherwise.
+    Parallelism: ``max_tp`` (None: no limit). ``v_needs_flash_attention``: V formats the engine
+    stores only with flash attention on (llama.cpp's quantised V), noted in the output.
     """
 
     name: str
@@ -53,19 +65,27 @@ class EngineLayout:
     default_version: str
     paged: bool
     default_block_size_tokens: int
+    fixed_block_size: bool = False
     sliding_policy: str
     chunked_policy: str
     swa_extra_tokens: int = 0
+    windowed_model_types: frozenset[str] | None = None
     mla_latent_model_types: frozenset[str] | None = None
-    mla_separate_v: bool = False
+    mla_latent_layout: str = "one"
     conv_state_columns_dropped: int = 0
     auto_kv_dtype_fixed: str | None = None
-    auto_dtype_from_fp32: str | None = None
+    fp32_runs_as: str | None = None
+    fp32_runs_as_by_prefix: tuple[tuple[str, str], ...] = ()
+    kv_formats: frozenset[str] | None = None
+    separate_kv_formats: bool = True
     conv_state_dtype: str | None = None
     ssm_state_dtype: str | None = None
     ssm_dtype_by_model_type: dict[str, str] = field(default_factory=dict, hash=False)
-    config_ssm_dtype_model_types: frozenset[str] | None = frozenset()
+    config_ssm_dtype_key: str | None = None
+    config_ssm_dtype_model_types: frozenset[str] | None = None
+    state_dtype_fixed: bool = False
     max_tp: int | None = None
+    v_needs_flash_attention: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -74,23 +94,53 @@ class EngineLayout:
             return self.name
         return f"{self.name}@{self.version}"
 
-    def auto_kv_dtype(self, model_dtype: str) -> str:
-        """What ``--kv-dtype auto`` means for a model whose dtype is ``model_dtype``."""
-        if self.auto_kv_dtype_fixed:
-            return self.auto_kv_dtype_fixed
-        return self.run_dtype(model_dtype)
+    # ---- dtypes -----------------------------------------------------------------------------
 
-    def run_dtype(self, model_dtype: str) -> str:
+    def run_dtype(self, model_dtype: str, model_type: str = "") -> str:
         """The dtype the engine runs the model in (vLLM runs fp32 checkpoints in bf16)."""
-        if model_dtype == "fp32" and self.auto_dtype_from_fp32:
-            return self.auto_dtype_from_fp32
-        return model_dtype
+        if model_dtype != "fp32":
+            return model_dtype
+        for prefix, dtype in self.fp32_runs_as_by_prefix:
+            if model_type.startswith(prefix):
+                return dtype
+        return self.fp32_runs_as or model_dtype
 
-    def held_tokens(self, kind: str, window: int | None, n: int, block: int) -> int:
-        """Token slots (whole blocks) a layer of ``kind`` holds at context ``n``, worst case
+    def auto_kv_dtype(self, model_dtype: str, model_type: str = "") -> str:
+        """What ``--kv-dtype auto`` means for a model of ``model_dtype`` / ``model_type``."""
+        return self.auto_kv_dtype_fixed or self.run_dtype(model_dtype, model_type)
+
+    def state_dtypes(self, model_type: str, model_dtype: str,
+                     config_dtypes: tuple[tuple[str, str], ...] = (),
+                     override: str | None = None) -> tuple[str, str]:
+        """(conv dtype, recurrent-state dtype). ``config_dtypes`` are the (key, dtype) pairs the
+        config declares; ``override`` is ``--state-dtype`` and wins where the engine allows."""
+        if override:
+            if self.state_dtype_fixed:
+                raise InputError(f"{self.name} keeps recurrent states in "
+                                 f"{self.ssm_state_dtype}; it has no setting for their dtype",
+                                 field="--state-dtype")
+            return override, override
+        conv = self.conv_state_dtype or self.run_dtype(model_dtype, model_type)
+        declared = dict(config_dtypes).get(self.config_ssm_dtype_key or "")
+        if declared and (self.config_ssm_dtype_model_types is None
+                         or model_type in self.config_ssm_dtype_model_types):
+            return conv, declared
+        ssm = self.ssm_dtype_by_model_type.get(model_type) or self.ssm_state_dtype or conv
+        return conv, ssm
+
+    # ---- tokens -----------------------------------------------------------------------------
+
+    def window_policy(self, kind: str, model_type: str) -> str:
+        """How a layer of ``kind`` of a ``model_type`` model holds tokens (``POLICIES``)."""
+        if kind not in ("sliding_window", "chunked_local"):
+            return "all"
+        if self.windowed_model_types is not None and model_type not in self.windowed_model_types:
+            return "all"
+        return self.sliding_policy if kind == "sliding_window" else self.chunked_policy
+
+    def held_tokens(self, policy: str, window: int | None, n: int, block: int) -> int:
+        """Token slots (whole blocks) a layer with ``policy`` holds at context ``n``, worst case
         up to ``n``."""
-        policy = {"sliding_window": self.sliding_policy,
-                  "chunked_local": self.chunked_policy}.get(kind, "all")
         if policy == "all" or window is None:
             blocks = full_blocks(n, block)
         elif policy == "window":
@@ -103,31 +153,47 @@ class EngineLayout:
             blocks = fixed_cache_blocks(n, window + self.swa_extra_tokens, block)
         return blocks * block
 
+    # ---- MLA --------------------------------------------------------------------------------
+
     def mla_geometry(self, model_type: str, spec) -> tuple[int, int, int, bool]:
         """(cached heads, K dim, V dim, latent?) of an MLA layer."""
-        if self.mla_latent_model_types is None or model_type in self.mla_latent_model_types:
-            return 1, spec.latent_dim, spec.kv_lora_rank if self.mla_separate_v else 0, True
-        return (spec.num_attention_heads, spec.qk_nope_head_dim + spec.qk_rope_head_dim,
-                spec.v_head_dim, False)
+        if self.mla_latent_model_types is not None and model_type not in self.mla_latent_model_types:
+            return (spec.num_attention_heads, spec.qk_nope_head_dim + spec.qk_rope_head_dim,
+                    spec.v_head_dim, False)
+        if self.mla_latent_layout == "k_and_v":
+            return 1, spec.latent_dim, spec.kv_lora_rank, True
+        if self.mla_latent_layout == "split":
+            return 1, spec.kv_lora_rank, spec.qk_rope_head_dim, True
+        return 1, spec.latent_dim, 0, True
 
-    def state_dtypes(self, model_type: str, model_dtype: str, config_ssm_dtype: str | None,
-                     override: str | None = None) -> tuple[str, str]:
-        """(conv dtype, recurrent-state dtype); ``override`` (``--state-dtype``) wins."""
-        if override:
-            return override, override
-        conv = self.conv_state_dtype or self.run_dtype(model_dtype)
-        reads_config = (self.config_ssm_dtype_model_types is None
-                        or model_type in self.config_ssm_dtype_model_types)
-        ssm = ((config_ssm_dtype if reads_config else None)
-               or self.ssm_dtype_by_model_type.get(model_type) or self.ssm_state_dtype or conv)
-        return conv, ssm
+    # ---- options ----------------------------------------------------------------------------
+
+    def check_options(self, k_format: str, v_format: str, block: int) -> None:
+        """Reject a storage format or block size the engine cannot use."""
+        for fmt in (k_format, v_format):
+            base = fmt.split(":", 1)[0]
+            if self.kv_formats is not None and base not in self.kv_formats:
+                raise InputError(
+                    f"{self.label} stores KV as {', '.join(sorted(self.kv_formats))}, not "
+                    f"{fmt}; use --engine hf to price any format", field="--kv-dtype")
+        if k_format != v_format and not self.separate_kv_formats:
+            raise InputError(f"{self.label} stores K and V in one kv_cache_dtype; got "
+                             f"K {k_format} and V {v_format}", field="--k-dtype/--v-dtype")
+        if self.fixed_block_size and block != self.default_block_size_tokens:
+            raise InputError(f"{self.label} always pads its cache to "
+                             f"{self.default_block_size_tokens} cells (got {block})",
+                             field="--block-size")
+
+    def format_notes(self, v_format: str) -> tuple[str, ...]:
+        if v_format.split(":", 1)[0] in self.v_needs_flash_attention:
+            return (f"{self.name} needs flash attention (-fa) for a quantised V cache "
+                    f"({v_format})",)
+        return ()
 
 
 def parse_version(text: str | None, default: str, engine: str, allow_main: bool) -> str:
     """``None`` -> default; ``"0.11"``, ``"4.57.1"`` or ``"main"``; anything else is an error
     naming the option."""
-    from ..errors import InputError
-
     if text is None:
         return default
     parts = text.split(".")

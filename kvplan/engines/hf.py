@@ -14,7 +14,8 @@ Rules, with where transformers implements them:
   (``num_heads x v_head_dim``) (``modeling_deepseek_v3.py``: ``past_key_value.update`` after
   ``kv_b_proj``), as does DeepSeek's hub remote code (``modeling_deepseek.py``), which is what
   ``kimi_k2`` configs load through ``auto_map``. ``DeepseekV3Attention`` caches the latent
-  ``kv_lora_rank + qk_rope_head_dim`` since transformers PR #47761 (the 5.x line; the first
+  ``kv_lora_rank + qk_rope_head_dim`` since transformers PR #47761 (``k_pass``, 512 wide, as
+  the keys and ``k_rot``, 64 wide, as the values) (the 5.x line; the first
   release that shipped it was not pinned down), so ``hf`` (5.x) caches the latent for
   ``deepseek_v3`` only; DeepSeek-V2 was not confirmed to have changed and stays decompressed.
   ``hf@4`` selects the 4.x layout.
@@ -25,6 +26,8 @@ Rules, with where transformers implements them:
   recurrent state ``[batch, v_heads, k_dim, v_dim]`` in float32 (the torch path casts to
   float32 and returns the final state in it).
 - ``torch_dtype`` from the config is used as is (an fp32 checkpoint stays fp32).
+- Any storage format may be priced under ``hf``: transformers' quantized caches (quanto, HQQ)
+  and custom ``Cache`` classes store what they like, so this is the engine for what-ifs.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def hf_layout(version: str | None = None) -> EngineLayout:
         sliding_policy="window",
         chunked_policy="window",
         mla_latent_model_types=latent,
+        mla_latent_layout="split",
         conv_state_columns_dropped=0,
         ssm_dtype_by_model_type={"qwen3_next": "fp32"},
-        config_ssm_dtype_model_types=frozenset(),
     )

@@ -8,7 +8,8 @@ Rules, with where llama.cpp implements them:
   (``llama-context.cpp``: ``n_ctx = GGML_PAD(n_ctx, 256)``). Row bytes follow ggml's block
   sizes (q8_0 34 B per 32 values, ...), so block formats need rows divisible by 32. A quantised
   V cache needs flash attention (``-fa``).
-- Sliding-window layers (iSWA) get their own cache of
+- Sliding-window layers (iSWA, for the architectures in ``SWA_MODEL_TYPES``: gemma2/3,
+  cohere2, gpt-oss, llama4; others run windowed layers as full attention) get their own cache of
   ``GGML_PAD(min(kv_size, n_swa + n_ubatch), 256)`` cells (``n_ubatch`` default 512) unless
   ``--swa-full``; Llama-4's chunked layers use the same cache with ``n_swa`` = the chunk.
 - MLA (DeepSeek-V2/V3 GGUFs converted with MLA): one KV head, K ``kv_lora_rank +
@@ -22,29 +23,43 @@ Rules, with where llama.cpp implements them:
 
 from __future__ import annotations
 
-from .base import EngineLayout, parse_version
+import re
+
+from ..errors import InputError
+from .base import EngineLayout
 
 DEFAULT_VERSION = "master"
+QUANTISED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+#: Architectures whose sliding windows llama.cpp implements (an iSWA cache); others, such as
+#: Mistral-7B-v0.1 under the llama architecture, run every layer as full attention.
+SWA_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss", "llama4",
+                             "llama4_text"})
 
 
 def llama_cpp_layout(version: str | None = None) -> EngineLayout:
-    version = DEFAULT_VERSION if version in (None, "master") else parse_version(
-        version, DEFAULT_VERSION, "llama.cpp", allow_main=False)
+    if version is not None and version != DEFAULT_VERSION and not re.fullmatch(r"b\d+", version):
+        raise InputError(f"bad llama.cpp version {version!r}: expected 'master' or a build tag "
+                         "such as b6500", field="--engine")
     return EngineLayout(
         name="llama.cpp",
-        version=version,
+        version=version or DEFAULT_VERSION,
         default_version=DEFAULT_VERSION,
         paged=True,
         default_block_size_tokens=256,
+        fixed_block_size=True,
         sliding_policy="fixed",
         chunked_policy="fixed",
         swa_extra_tokens=512,
+        windowed_model_types=SWA_MODEL_TYPES,
         mla_latent_model_types=None,
-        mla_separate_v=True,
+        mla_latent_layout="k_and_v",
         conv_state_columns_dropped=1,
         auto_kv_dtype_fixed="fp16",
+        kv_formats=frozenset({"fp32", "fp16", "bf16", *QUANTISED}),
+        separate_kv_formats=True,
         conv_state_dtype="fp32",
         ssm_state_dtype="fp32",
-        config_ssm_dtype_model_types=frozenset(),
+        state_dtype_fixed=True,
         max_tp=1,
+        v_needs_flash_attention=frozenset(QUANTISED),
     )

@@ -20,8 +20,12 @@ Rules, with where SGLang implements them:
   (``SGLANG_MAMBA_CONV_DTYPE`` default), temporal ``(heads / tp, head_dim, state_size)`` in
   fp32 unless the config's ``mamba_ssm_dtype`` (or ``SGLANG_MAMBA_SSM_DTYPE``) says otherwise
   (``mamba2_state_dtype``).
-- ``--kv-cache-dtype auto`` is the model dtype; fp32 checkpoints run in fp16
-  (``ModelConfig._get_and_verify_dtype``, copied from vLLM 0.6; not re-verified on main).
+- ``--kv-cache-dtype`` (one value for K and V): auto, bf16, fp8_e4m3, fp8_e5m2, fp4_e2m1
+  (``MHATokenToKVPoolFP4``: 4-bit values plus one 8-bit scale per 16, which is ``nvfp4``
+  here). ``auto`` is the model dtype; fp32 checkpoints run in fp16, Gemma ones in bf16
+  (``ModelConfig._get_and_verify_dtype``, from vLLM 0.6's rule; not re-verified on main).
+- Sliding layers' page rounding: the eviction point is rounded down to a page, so with pages
+  of P tokens a request can hold up to ``W + 2P - 1`` tokens.
 - Not modelled: the ``page_size`` padding slots (one page per layer, shared by all requests),
   radix-cache sharing, Mamba extra buffers for prefix caching and speculative decoding.
 """
@@ -45,8 +49,12 @@ def sglang_layout(version: str | None = None) -> EngineLayout:
         chunked_policy="all",
         mla_latent_model_types=None,
         conv_state_columns_dropped=1,
-        auto_dtype_from_fp32="fp16",
+        fp32_runs_as="fp16",
+        fp32_runs_as_by_prefix=(("gemma", "bf16"),),
+        kv_formats=frozenset({"bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "nvfp4"}),
+        separate_kv_formats=False,
         conv_state_dtype="bf16",
         ssm_state_dtype="fp32",
+        config_ssm_dtype_key="mamba_ssm_dtype",
         config_ssm_dtype_model_types=None,
     )

@@ -17,7 +17,10 @@ Rules, with where vLLM implements them:
   ``cdiv(W - 1 + max_num_batched_tokens, B) + 1`` blocks).
 - Chunked local attention keeps only the tokens of the current chunk
   (``ChunkedLocalAttentionManager.get_num_skipped_tokens = (n // C) * C``), freed in whole
-  blocks.
+  blocks. In 0.10 and 0.11 the hybrid KV-cache manager is off for chunked models by default
+  (``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE``), so ``vllm@0.11`` keeps every token.
+- ``kv_cache_dtype`` is one value for K and V: auto, bfloat16, float16, fp8 (e4m3), fp8_e5m2;
+  main adds nvfp4 and int8 per-token-head (fp32 scales: ``int8:scale=fp32`` here).
 - MLA caches the latent, ``kv_lora_rank + qk_rope_head_dim`` elements, one copy
   (``MLAAttentionSpec``: no factor 2), with ``num_kv_heads = 1`` on every TP rank
   (``ModelConfig.get_num_kv_heads``: ``if use_mla: return 1``), i.e. replicated.
@@ -44,7 +47,10 @@ DEFAULT_VERSION = "main"
 
 def vllm_layout(version: str | None = None) -> EngineLayout:
     version = parse_version(version, DEFAULT_VERSION, "vllm", allow_main=True)
-    nemotron_ssm = "fp32" if version_tuple(version) > (0, 11, 99) else "fp16"
+    old = version_tuple(version) <= (0, 11, 99)
+    formats = {"bf16", "fp16", "fp8_e4m3", "fp8_e5m2"}
+    if not old:
+        formats |= {"nvfp4", "int8_per_token"}  # main's nvfp4 and int8_per_token_head modes
     return EngineLayout(
         name="vllm",
         version=version,
@@ -52,10 +58,16 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
         paged=True,
         default_block_size_tokens=16,
         sliding_policy="window",
-        chunked_policy="chunk",
+        # 0.10 / 0.11 turn the hybrid KV-cache manager off for models with
+        # attention_chunk_size (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to
+        # False), so chunked layers become full-length FullAttentionSpec layers.
+        chunked_policy="all" if old else "chunk",
         mla_latent_model_types=None,
         conv_state_columns_dropped=1,
-        auto_dtype_from_fp32="bf16",
-        ssm_dtype_by_model_type={"nemotron_h": nemotron_ssm},
+        fp32_runs_as="bf16",
+        kv_formats=frozenset(formats),
+        separate_kv_formats=False,
+        ssm_dtype_by_model_type={"nemotron_h": "fp16" if old else "fp32"},
+        config_ssm_dtype_key="mamba_ssm_cache_dtype",
         config_ssm_dtype_model_types=frozenset({"nemotron_h"}),
     )

@@ -127,6 +127,10 @@ class Fields:
             return name
         return None
 
+    def declared_dtypes(self, *keys: str) -> tuple[tuple[str, str], ...]:
+        """(key, dtype) for each of ``keys`` the config sets (state-dtype declarations)."""
+        return tuple((k, d) for k in keys if (d := self.dtype(k)) is not None)
+
     def assume(self, text: str) -> None:
         if text not in self.assumptions:
             self.assumptions.append(text)

@@ -28,6 +28,10 @@ from ..layers import FullAttention, LinearAttention, Mamba
 from .attention_families import attention_shape, attention_spec, layer_kinds
 from .fields import Fields
 
+#: Config keys that declare a recurrent-state dtype: vLLM's NemotronH reads
+#: ``mamba_ssm_cache_dtype``, SGLang (and vLLM's Qwen3.5) ``mamba_ssm_dtype``.
+SSM_DTYPE_KEYS = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
+
 
 def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str, state: str, groups: str,
             conv: str, defaults: dict[str, int], family: str) -> Mamba:
@@ -56,7 +60,7 @@ def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str, state: str, g
     return Mamba(
         version=2, d_inner=d_inner, d_state=get(state, "state"), d_conv=get(conv, "conv"),
         num_heads=n_heads, head_dim=hd, n_groups=get(groups, "groups"),
-        ssm_dtype=f.dtype("mamba_ssm_cache_dtype", "mamba_ssm_dtype"),
+        ssm_dtypes=f.declared_dtypes(*SSM_DTYPE_KEYS),
     )
 
 
@@ -252,7 +256,7 @@ def parse_qwen3_next(f: Fields, model_type: str) -> list[tuple]:
         head_k_dim=f.int("linear_key_head_dim"),
         head_v_dim=f.int("linear_value_head_dim"),
         conv_kernel=f.int("linear_conv_kernel_dim", default=4, why="Qwen3NextConfig default"),
-        state_dtype=f.dtype("mamba_ssm_dtype", "mamba_ssm_cache_dtype"),
+        state_dtypes=f.declared_dtypes(*SSM_DTYPE_KEYS),
     )
     out = []
     for i, k in enumerate(kinds):
