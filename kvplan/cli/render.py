@@ -48,7 +48,9 @@ def render_size(fp: Footprint) -> None:
         )
     out.print(layers)
     for row in fp.layers:
-        out.print(f"  {row.kind} x{row.count}: {row.detail}", style="dim")
+        how = fp.engine.describe_policy(row.policy, row.window_tokens, fp.block_size_tokens)
+        out.print(f"  {row.kind} x{row.count}: {row.detail}" + (f"; {how}" if how else ""),
+                  style="dim")
     out.print(f"growing KV: {format_int(ceil_bytes(fp.bytes_per_token))} B per token"
               f" ({format_bytes(fp.bytes_per_token)}); constant state:"
               f" {format_int(fp.state_bytes_per_sequence)} B per sequence"

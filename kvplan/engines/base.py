@@ -138,6 +138,19 @@ class EngineLayout:
             return "all"
         return self.sliding_policy if kind == "sliding_window" else self.chunked_policy
 
+    def describe_policy(self, policy: str, window: int | None, block: int) -> str:
+        """One line saying how a windowed layer holds tokens, for the table's notes."""
+        unit = f" in {block}-token blocks" if block > 1 else ""
+        if window is None:
+            return ""
+        return {
+            "window": f"holds the last {window - 1:,} tokens{unit}",
+            "window_page": f"holds the last {window:,} tokens + one page{unit}",
+            "chunk": f"holds the current {window:,}-token chunk{unit} (peak reported)",
+            "fixed": f"own cache of min(context, {window:,} + {self.swa_extra_tokens}) cells{unit}",
+            "all": f"{self.name} keeps every token of this windowed layer",
+        }[policy]
+
     def held_tokens(self, policy: str, window: int | None, n: int, block: int) -> int:
         """Token slots (whole blocks) a layer with ``policy`` holds at context ``n``, worst case
         up to ``n``."""
