@@ -80,7 +80,7 @@ def all_specs() -> list[dict]:
 
 
 def suggestions(name: str, n: int = 3) -> list[str]:
-    names = {}
+    names: dict[str, str] = {}
     for spec in all_specs():
         for label in [spec["name"], spec.get("hub_id") or "", *spec.get("aliases", [])]:
             if label:

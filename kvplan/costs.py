@@ -50,7 +50,7 @@ class LayerCost:
 
     def rank_bytes_for_tokens(self, tokens: int) -> Fraction:
         """Bytes of ``tokens`` cached tokens of one layer on one rank (KIVI residual included)."""
-        if not self.kv_heads_per_rank or self.formats is None:
+        if not self.kv_heads_per_rank or self.formats is None or self.head_dim_k is None:
             return Fraction(0)
         heads = self.kv_heads_per_rank
         b = self.formats.k.bytes_for_tokens(tokens, heads, self.head_dim_k)
@@ -65,7 +65,8 @@ class LayerCost:
 
 def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
     split_heads(spec.num_attention_heads, tp, "attention heads", replicate=False)
-    window, notes = None, ()
+    window: int | None = None
+    notes: tuple[str, ...] = ()
     if isinstance(spec, MultiHeadLatent):
         heads, dk, dv, latent = engine.mla_geometry(model_type, spec)
         if latent:

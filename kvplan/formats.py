@@ -240,19 +240,15 @@ def _build_param(base: str, params: dict[str, str], spec: str) -> KvFormatPair:
         return KvFormatPair(f, f)
     bits = 2 if base == "kivi2" else 4
     residual = _positive(params["residual"], "residual", spec, allow_zero=True)
-    common = dict(element_bits=bits, residual_tokens=residual, residual_bits=16)
     k = KvFormat(
-        name=spec,
+        name=spec, element_bits=bits, residual_tokens=residual, residual_bits=16,
         amortized_overhead_bits_per_element=Fraction(scale + zero, group),
         description=f"KIVI {bits}-bit K per-channel (groups of {group} tokens)",
-        **common,
     )
     v = KvFormat(
-        name=spec,
-        block_elements=group,
-        block_overhead_bits=scale + zero,
+        name=spec, element_bits=bits, residual_tokens=residual, residual_bits=16,
+        block_elements=group, block_overhead_bits=scale + zero,
         description=f"KIVI {bits}-bit V per-token (groups of {group} channels)",
-        **common,
     )
     return KvFormatPair(k, v)
 

@@ -28,11 +28,13 @@ def formats(
         table.add_column(col)
     for name in ALL_NAMES:
         pair = parse_format(name)
+        kb: Fraction | None
+        vb: Fraction | None
         try:
             kb, vb = pair.k.vector_bytes(head_dim), pair.v.vector_bytes(head_dim)
         except FormatError:  # block formats need head_dim % 32 == 0
             kb = vb = None
-        bits = Fraction(8 * kb, head_dim) if kb is not None else None
+        bits = 8 * kb / head_dim if kb is not None else None
         table.add_row(name, str(kb) if kb is not None else "n/a", str(vb) if vb is not None
                       else "n/a", f"{float(bits):.4g}" if bits is not None else "",
                       ", ".join(pair.k.native_archs), pair.k.description)

@@ -40,7 +40,7 @@ def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
     ``head_dim`` (or ``attention_head_dim``) when the config has it, else
     ``hidden_size / num_attention_heads``; ``v_head_dim`` when present gives V its own width.
     """
-    heads = f.int("num_attention_heads", "n_head", "n_heads")
+    heads = f.integer("num_attention_heads", "n_head", "n_heads")
     if model_type in ("falcon", "RefinedWeb", "RefinedWebModel"):
         kv = falcon_kv_heads(f, model_type, heads)
     else:
@@ -49,7 +49,7 @@ def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
         raise f.error("num_key_value_heads", f"{kv} KV heads must divide {heads} attention heads")
     head_dim = f.opt_int("head_dim") or f.opt_int("attention_head_dim")
     if head_dim is None:
-        hidden = f.int("hidden_size", "d_model", "n_embd")
+        hidden = f.integer("hidden_size", "d_model", "n_embd")
         if hidden % heads:
             raise f.error("hidden_size", f"{hidden} is not divisible by {heads} heads; "
                           "the config needs an explicit head_dim")
@@ -64,9 +64,9 @@ def kv_heads(f: Fields, heads: int) -> int:
     """KV heads with vLLM's ``get_total_num_kv_heads`` keys: ``multi_query`` true means one
     (gpt_bigcode style); else ``num_key_value_heads``, ``num_kv_heads``, ``n_head_kv`` or
     ``multi_query_group_num`` (ChatGLM), whichever the config has; none of them means MHA."""
-    if f.bool("multi_query"):
+    if f.flag("multi_query"):
         return 1
-    return f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+    return f.integer("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
                  default=heads, why="absent: one KV head per query head (MHA)")
 
 
@@ -74,13 +74,13 @@ def falcon_kv_heads(f: Fields, model_type: str, heads: int) -> int:
     """Falcon (transformers ``FalconAttention``): with ``new_decoder_architecture``,
     ``num_kv_heads`` (falcon-40b/180B: 8); else ``multi_query`` (FalconConfig default true)
     means one KV head (falcon-7b); else ``num_kv_heads``, which defaults to the query heads."""
-    if f.bool("new_decoder_architecture", model_type == "RefinedWeb"):
-        return f.int("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
+    if f.flag("new_decoder_architecture", model_type == "RefinedWeb"):
+        return f.integer("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
     if "multi_query" not in f.config:
         f.assume("multi_query = true (FalconConfig default)")
-    if f.bool("multi_query", True):
+    if f.flag("multi_query", True):
         return 1
-    return f.int("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
+    return f.integer("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
 
 
 def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
@@ -98,15 +98,15 @@ def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
     window = f.opt_int("sliding_window")
     if model_type.startswith("llama4"):
         return _llama4_kinds(f, num_layers)
-    if window is None or not f.bool("use_sliding_window", True):
+    if window is None or not f.flag("use_sliding_window", True):
         return ["full"] * num_layers
     if model_type in QWEN_FAMILY:
-        first = f.int("max_window_layers", default=num_layers, why="absent: no layer slides")
+        first = f.integer("max_window_layers", default=num_layers, why="absent: no layer slides")
         return ["sliding" if i >= first else "full" for i in range(num_layers)]
     if model_type == "gemma2":
         return ["sliding" if (i + 1) % 2 else "full" for i in range(num_layers)]
     if model_type in PATTERN_DEFAULTS:
-        pattern = f.int("sliding_window_pattern", "_sliding_window_pattern",
+        pattern = f.integer("sliding_window_pattern", "_sliding_window_pattern",
                         default=PATTERN_DEFAULTS[model_type], why=f"{model_type} default")
         return ["sliding" if (i + 1) % pattern else "full" for i in range(num_layers)]
     return ["sliding"] * num_layers
@@ -115,7 +115,7 @@ def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
 def _llama4_kinds(f: Fields, num_layers: int) -> list[str]:
     if not f.has("attention_chunk_size"):
         return ["full"] * num_layers
-    rope = f.list("no_rope_layers")
+    rope = f.array("no_rope_layers")
     if rope:
         if len(rope) != num_layers:
             raise f.error("no_rope_layers", f"has {len(rope)} entries for {num_layers} layers")
@@ -123,7 +123,7 @@ def _llama4_kinds(f: Fields, num_layers: int) -> list[str]:
             if isinstance(r, bool) or r not in (0, 1):
                 raise f.error(f"no_rope_layers[{i}]", f"expected 0 or 1, got {r!r}")
     else:
-        interval = f.int("no_rope_layer_interval", default=4, why="Llama4TextConfig default")
+        interval = f.integer("no_rope_layer_interval", default=4, why="Llama4TextConfig default")
         rope = [int((i + 1) % interval != 0) for i in range(num_layers)]
         f.assume(f"no_rope_layers: every {interval}th layer is NoPE global attention")
     return ["chunked" if r else "full" for r in rope]
@@ -134,10 +134,10 @@ def attention_spec(f: Fields, model_type: str, kind: str, shape=None):
     heads, kv, dk, dv = shape or attention_shape(f, model_type)
     common = dict(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=dk, head_dim_v=dv)
     if kind == "sliding":
-        window = f.int("sliding_window", "attention_window")
+        window = f.integer("sliding_window", "attention_window")
         return SlidingWindow(window_tokens=window, **common)
     if kind == "chunked":
-        return ChunkedLocal(chunk_tokens=f.int("attention_chunk_size"), **common)
+        return ChunkedLocal(chunk_tokens=f.integer("attention_chunk_size"), **common)
     return FullAttention(**common)
 
 
@@ -161,11 +161,11 @@ def parse_mla(f: Fields, model_type: str) -> list[tuple]:
     """
     num_layers = f.num_layers()
     spec = MultiHeadLatent(
-        num_attention_heads=f.int("num_attention_heads"),
-        kv_lora_rank=f.int("kv_lora_rank"),
-        qk_rope_head_dim=f.int("qk_rope_head_dim"),
-        qk_nope_head_dim=f.int("qk_nope_head_dim"),
-        v_head_dim=f.int("v_head_dim"),
+        num_attention_heads=f.integer("num_attention_heads"),
+        kv_lora_rank=f.integer("kv_lora_rank"),
+        qk_rope_head_dim=f.integer("qk_rope_head_dim"),
+        qk_nope_head_dim=f.integer("qk_nope_head_dim"),
+        v_head_dim=f.integer("v_head_dim"),
     )
     mtp = f.opt_int("num_nextn_predict_layers", minimum=0)
     if mtp:

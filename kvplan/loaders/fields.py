@@ -34,7 +34,7 @@ class Fields:
     def error(self, key: str, message: str) -> ConfigError:
         return ConfigError(message, source=self.source, field=self.prefix + key)
 
-    def int(self, *keys: str, default: Any = _MISSING, why: str = "", minimum: int = 1,
+    def integer(self, *keys: str, default: Any = _MISSING, why: str = "", minimum: int = 1,
             maximum: int | None = None) -> int:
         """The first of ``keys`` present, as an integer >= ``minimum``.
 
@@ -63,11 +63,11 @@ class Fields:
 
     def num_layers(self, *keys: str) -> int:
         """The decoder layer count (first of ``keys`` present), at most ``MAX_LAYERS``."""
-        return self.int(*(keys or ("num_hidden_layers",)), maximum=MAX_LAYERS)
+        return self.integer(*(keys or ("num_hidden_layers",)), maximum=MAX_LAYERS)
 
     def index_list(self, key: str, num_layers: int) -> list[int] | None:
         """A list of layer indices, each an integer in ``0 .. num_layers - 1``."""
-        values = self.list(key)
+        values = self.array(key)
         if values is None:
             return None
         for i, v in enumerate(values):
@@ -78,7 +78,7 @@ class Fields:
 
     def str_list(self, key: str, length: int) -> list[str] | None:
         """A list of ``length`` strings (one per layer)."""
-        values = self.list(key)
+        values = self.array(key)
         if values is None:
             return None
         if len(values) != length:
@@ -88,7 +88,7 @@ class Fields:
                 raise self.error(f"{key}[{i}]", f"expected a string, got {v!r}")
         return values
 
-    def dict(self, key: str) -> dict:
+    def mapping(self, key: str) -> dict:
         """A nested object (empty when absent)."""
         value = self.config.get(key)
         if value is None:
@@ -98,9 +98,9 @@ class Fields:
         return value
 
     def opt_int(self, key: str, minimum: int = 1) -> int | None:
-        return self.int(key, minimum=minimum) if self.has(key) else None
+        return self.integer(key, minimum=minimum) if self.has(key) else None
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def flag(self, key: str, default: bool = False) -> bool:
         value = self.config.get(key)
         if value is None:
             return default
@@ -108,7 +108,7 @@ class Fields:
             raise self.error(key, f"expected true or false, got {value!r}")
         return value
 
-    def list(self, key: str) -> list | None:
+    def array(self, key: str) -> list | None:
         value = self.config.get(key)
         if value is None:
             return None

@@ -11,6 +11,7 @@ fields and a warning listing what was assumed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..errors import ConfigError
 from ..model import Model
@@ -70,14 +71,15 @@ WRAPPER_TEXT_TYPES = {"llava": "llama", "llava_next": "llama", "gemma3": "gemma3
                       "llama4": "llama4_text", "mistral3": "mistral"}
 
 
-def _text_config(config: dict, source: str) -> tuple[dict, str, str]:
-    """(text config, its model_type, key prefix for error messages)."""
+def _text_config(config: dict, source: str) -> tuple[dict, Any, str]:
+    """(text config, its model_type as found (checked by the caller), key prefix for errors)."""
     top_type = config.get("model_type")
     text = config.get("text_config")
     if text is not None and not isinstance(text, dict):
         raise ConfigError("expected an object", source=source, field="text_config")
     if text and not config.get("num_hidden_layers"):
-        mtype = text.get("model_type") or WRAPPER_TEXT_TYPES.get(top_type, top_type)
+        mtype = text.get("model_type") or (
+            WRAPPER_TEXT_TYPES.get(top_type, top_type) if isinstance(top_type, str) else top_type)
         return text, mtype, "text_config."
     if top_type is None and "d_model" in config and "n_layer" in config:
         return config, "mamba_ssm", ""
@@ -116,7 +118,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
             f"unknown model_type {model_type!r}: read as a standard decoder ("
             + "; ".join(f.assumptions or ["standard fields only"]) + ")"
         )
-    hidden = next((f.int(k) for k in ("hidden_size", "d_model", "n_embd") if f.has(k)), 0)
+    hidden = next((f.integer(k) for k in ("hidden_size", "d_model", "n_embd") if f.has(k)), 0)
     heads = f.opt_int("num_attention_heads") or f.opt_int("n_head")
     return Model(
         name=name,

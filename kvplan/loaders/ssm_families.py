@@ -36,8 +36,8 @@ SSM_DTYPE_KEYS = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
 def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str, state: str, groups: str,
             conv: str, defaults: dict[str, int], family: str) -> Mamba:
     def get(key: str, name: str) -> int:
-        return f.int(key, default=defaults[name], why=f"{family} default") if name in defaults \
-            else f.int(key)
+        return f.integer(key, default=defaults[name], why=f"{family} default") if name in defaults \
+            else f.integer(key)
 
     raw_head_dim = f.raw(head_dim)
     if f.has(heads) or "heads" in defaults:
@@ -65,21 +65,21 @@ def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str, state: str, g
 
 
 def _expand_inner(f: Fields, expand_key: str, default_expand: int, family: str) -> int:
-    hidden = f.int("hidden_size")
-    expand = f.int(expand_key, default=default_expand, why=f"{family} default")
+    hidden = f.integer("hidden_size")
+    expand = f.integer(expand_key, default=default_expand, why=f"{family} default")
     return expand * hidden
 
 
 def parse_mamba1(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers("num_hidden_layers", "n_layer")
     if f.has("intermediate_size"):
-        d_inner = f.int("intermediate_size")
+        d_inner = f.integer("intermediate_size")
     else:
         d_inner = _expand_inner(f, "expand", 2, "MambaConfig")
     spec = Mamba(
         version=1, d_inner=d_inner,
-        d_state=f.int("state_size", default=16, why="MambaConfig default"),
-        d_conv=f.int("conv_kernel", default=4, why="MambaConfig default"),
+        d_state=f.integer("state_size", default=16, why="MambaConfig default"),
+        d_conv=f.integer("conv_kernel", default=4, why="MambaConfig default"),
     )
     return [(spec,)] * num_layers
 
@@ -96,33 +96,33 @@ def parse_mamba2(f: Fields, model_type: str) -> list[tuple]:
 def parse_mamba_ssm(f: Fields, model_type: str) -> list[tuple]:
     """The ``mamba_ssm`` package's config.json (state-spaces/mamba2-2.7b): no model_type."""
     num_layers = f.num_layers("n_layer")
-    d_model = f.int("d_model")
-    ssm = f.dict("ssm_cfg")
+    d_model = f.integer("d_model")
+    ssm = f.mapping("ssm_cfg")
     layer = ssm.get("layer", "Mamba1")
     sub = Fields(ssm, f.source, prefix="ssm_cfg.")
     sub.assumptions = f.assumptions
     if layer == "Mamba2":
-        d_inner = sub.int("expand", default=2, why="mamba_ssm Mamba2 default") * d_model
+        d_inner = sub.integer("expand", default=2, why="mamba_ssm Mamba2 default") * d_model
         spec = _mamba2(sub, d_inner=d_inner, heads="nheads", head_dim="headdim", state="d_state",
                        groups="ngroups", conv="d_conv", family="mamba_ssm Mamba2",
                        defaults={"head_dim": 64, "state": 128, "groups": 1, "conv": 4})
     elif layer == "Mamba1":
         spec = Mamba(
             version=1,
-            d_inner=sub.int("expand", default=2, why="mamba_ssm Mamba default") * d_model,
-            d_state=sub.int("d_state", default=16, why="mamba_ssm Mamba default"),
-            d_conv=sub.int("d_conv", default=4, why="mamba_ssm Mamba default"),
+            d_inner=sub.integer("expand", default=2, why="mamba_ssm Mamba default") * d_model,
+            d_state=sub.integer("d_state", default=16, why="mamba_ssm Mamba default"),
+            d_conv=sub.integer("d_conv", default=4, why="mamba_ssm Mamba default"),
         )
     else:
         raise sub.error("layer", f"unknown mamba_ssm layer {layer!r}; expected Mamba1 or Mamba2")
     attn_idx = set(f.index_list("attn_layer_idx", num_layers) or [])
     blocks: list[tuple] = [(spec,)] * num_layers
     if attn_idx:
-        af = Fields(f.dict("attn_cfg"), f.source, prefix="attn_cfg.")
+        af = Fields(f.mapping("attn_cfg"), f.source, prefix="attn_cfg.")
         af.assumptions = f.assumptions
-        heads = af.int("num_heads")
-        kv = af.int("num_heads_kv", default=heads, why="mamba_ssm MHA default")
-        hd = af.int("head_dim", default=d_model // heads, why="d_model / num_heads")
+        heads = af.integer("num_heads")
+        kv = af.integer("num_heads_kv", default=heads, why="mamba_ssm MHA default")
+        hd = af.integer("head_dim", default=d_model // heads, why="d_model / num_heads")
         attn = FullAttention(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=hd, head_dim_v=hd)
         for i in attn_idx:
             blocks[i] = (attn,)
@@ -131,15 +131,15 @@ def parse_mamba_ssm(f: Fields, model_type: str) -> list[tuple]:
 
 def parse_jamba(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
-    period = f.int("attn_layer_period", default=8, why="JambaConfig default")
-    offset = f.int("attn_layer_offset", default=4, why="JambaConfig default", minimum=0)
+    period = f.integer("attn_layer_period", default=8, why="JambaConfig default")
+    offset = f.integer("attn_layer_offset", default=4, why="JambaConfig default", minimum=0)
     if offset >= period:
         raise f.error("attn_layer_offset", f"{offset} must be less than attn_layer_period {period}")
     attn = attention_spec(f, model_type, "full")
     mamba = Mamba(
         version=1, d_inner=_expand_inner(f, "mamba_expand", 2, "JambaConfig"),
-        d_state=f.int("mamba_d_state", default=16, why="JambaConfig default"),
-        d_conv=f.int("mamba_d_conv", default=4, why="JambaConfig default"),
+        d_state=f.integer("mamba_d_state", default=16, why="JambaConfig default"),
+        d_conv=f.integer("mamba_d_conv", default=4, why="JambaConfig default"),
     )
     return [(attn,) if i % period == offset else (mamba,) for i in range(num_layers)]
 
@@ -164,12 +164,12 @@ def parse_zamba2(f: Fields, model_type: str) -> list[tuple]:
                     state="mamba_d_state", groups="mamba_ngroups", conv="mamba_d_conv",
                     family="Zamba2Config",
                     defaults={"head_dim": 64, "state": 64, "groups": 1, "conv": 4})
-    heads = f.int("num_attention_heads")
-    kv = f.int("num_key_value_heads", default=heads, why="Zamba2Config default (MHA)")
+    heads = f.integer("num_attention_heads")
+    kv = f.integer("num_key_value_heads", default=heads, why="Zamba2Config default (MHA)")
     if f.has("attention_head_dim"):
-        hd = f.int("attention_head_dim")
+        hd = f.integer("attention_head_dim")
     else:
-        hd = 2 * f.int("hidden_size") // heads
+        hd = 2 * f.integer("hidden_size") // heads
         f.assume(f"attention_head_dim = 2 * hidden_size / num_attention_heads = {hd}")
     attn = FullAttention(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=hd, head_dim_v=hd)
     return [(attn, mamba) if k == "hybrid" else (mamba,) for k in kinds]
@@ -178,7 +178,7 @@ def parse_zamba2(f: Fields, model_type: str) -> list[tuple]:
 def parse_falcon_h1(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
     if f.has("mamba_d_ssm"):
-        d_inner = f.int("mamba_d_ssm")
+        d_inner = f.integer("mamba_d_ssm")
     else:
         d_inner = _expand_inner(f, "mamba_expand", 2, "FalconH1Config")
     mamba = _mamba2(f, d_inner=d_inner, heads="mamba_n_heads", head_dim="mamba_d_head",
@@ -198,8 +198,8 @@ def parse_nemotron_h(f: Fields, model_type: str) -> list[tuple]:
     if len(pattern) != num_layers:
         raise f.error("hybrid_override_pattern",
                       f"has {len(pattern)} characters for {num_layers} layers")
-    heads_n = f.int("mamba_num_heads")
-    hd = f.int("mamba_head_dim")
+    heads_n = f.integer("mamba_num_heads")
+    hd = f.integer("mamba_head_dim")
     mamba = _mamba2(f, d_inner=heads_n * hd, heads="mamba_num_heads", head_dim="mamba_head_dim",
                     state="ssm_state_size", groups="n_groups", conv="conv_kernel",
                     family="NemotronHConfig", defaults={"groups": 8, "conv": 4})
@@ -246,16 +246,16 @@ def parse_qwen3_next(f: Fields, model_type: str) -> list[tuple]:
     if f.has("layer_types"):
         kinds = layer_kinds(f, model_type, num_layers)
     else:
-        every = f.int("full_attention_interval", default=4, why="Qwen3NextConfig default")
+        every = f.integer("full_attention_interval", default=4, why="Qwen3NextConfig default")
         kinds = ["full" if (i + 1) % every == 0 else "linear" for i in range(num_layers)]
     shape = attention_shape(f, model_type)
     attn = attention_spec(f, model_type, "full", shape)
     linear = LinearAttention(
-        num_k_heads=f.int("linear_num_key_heads"),
-        num_v_heads=f.int("linear_num_value_heads"),
-        head_k_dim=f.int("linear_key_head_dim"),
-        head_v_dim=f.int("linear_value_head_dim"),
-        conv_kernel=f.int("linear_conv_kernel_dim", default=4, why="Qwen3NextConfig default"),
+        num_k_heads=f.integer("linear_num_key_heads"),
+        num_v_heads=f.integer("linear_num_value_heads"),
+        head_k_dim=f.integer("linear_key_head_dim"),
+        head_v_dim=f.integer("linear_value_head_dim"),
+        conv_kernel=f.integer("linear_conv_kernel_dim", default=4, why="Qwen3NextConfig default"),
         state_dtypes=f.declared_dtypes(*SSM_DTYPE_KEYS),
     )
     out = []
