@@ -23,7 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-app.command("size")(size_cmd.size)
+app.command("size", epilog=size_cmd.EXAMPLES)(size_cmd.size)
 app.command("models")(models_cmd.models)
 app.command("formats")(formats_cmd.formats)
 

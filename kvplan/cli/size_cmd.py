@@ -15,6 +15,14 @@ from .options import parse_contexts, parse_state_dtype
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072)
 
+EXAMPLES = """\b
+Examples:
+  kvplan size llama-3-70b
+  kvplan size deepseek-v3 --tp 8 -c 128k
+  kvplan size gemma-3-27b-it --kv-dtype fp8 -c 8k,128k --json
+  kvplan size gpt-oss-20b --engine llama.cpp --k-dtype q8_0 --v-dtype q4_0
+  kvplan size ./my-model/config.json --engine hf@4"""
+
 
 def size(
     model: Annotated[str, typer.Argument(help="Built-in name (see `kvplan models`), or a path "
