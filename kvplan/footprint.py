@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from .costs import LayerCost, layer_cost
 from .engines import EngineLayout, get_engine
-from .errors import InputError, ParallelismError
+from .errors import InputError
 from .formats import KvFormatPair, parse_format
 from .layers import LayerSpec
 from .model import Model
@@ -105,24 +105,15 @@ def kv_footprint(
     layout = get_engine(engine) if isinstance(engine, str) else engine
     check_degree(tp, "tp")
     check_degree(pp, "pp")
-    if layout.max_tp is not None and tp > layout.max_tp:
-        raise ParallelismError(
-            f"{layout.name} does not shard the cache by tensor parallelism (tp={tp}); "
-            "it splits layers across GPUs: use --pp", field="tp")
     block = layout.default_block_size_tokens if block_size_tokens is None else block_size_tokens
     if not isinstance(block, int) or isinstance(block, bool) or block < 1:
         raise InputError(f"must be a positive integer, got {block!r}", field="--block-size")
-    if block > 1 and not layout.paged:
-        raise InputError(
-            f"{layout.name} does not page its cache; use --block-size 1 (got {block})",
-            field="--block-size",
-        )
     contexts = tuple(contexts)
     for n in contexts:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InputError(f"must be a positive number of tokens, got {n!r}", field="--context")
     formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype)
-    layout.check_options(formats.k.name, formats.v.name, block)
+    layout.check_options(formats.k.name, formats.v.name, block, tp)
     stages = pp_stages(model.num_layers, pp)
 
     costs: dict[LayerSpec, LayerCost] = {}

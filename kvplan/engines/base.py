@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import InputError
+from ..errors import InputError, ParallelismError
 from ..tokens import (
     chunked_blocks_peak,
     fixed_cache_blocks,
@@ -181,8 +181,15 @@ class EngineLayout:
 
     # ---- options ----------------------------------------------------------------------------
 
-    def check_options(self, k_format: str, v_format: str, block: int) -> None:
-        """Reject a storage format or block size the engine cannot use."""
+    def check_options(self, k_format: str, v_format: str, block: int, tp: int = 1) -> None:
+        """Reject a storage format, block size or TP degree the engine cannot use."""
+        if self.max_tp is not None and tp > self.max_tp:
+            raise ParallelismError(
+                f"{self.name} does not shard the cache by tensor parallelism (tp={tp}); "
+                "it splits layers across GPUs: use --pp", field="tp")
+        if block > 1 and not self.paged:
+            raise InputError(f"{self.name} does not page its cache; use --block-size 1 "
+                             f"(got {block})", field="--block-size")
         for fmt in (k_format, v_format):
             base = fmt.split(":", 1)[0]
             if self.kv_formats is not None and base not in self.kv_formats:
