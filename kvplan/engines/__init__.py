@@ -8,16 +8,15 @@ picks one; the part after ``@`` is the engine version.
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from ..errors import InputError
 from ..suggest import did_you_mean
 from .base import EngineLayout
-from .hf import hf_layout
-from .llama_cpp import llama_cpp_layout
-from .sglang import sglang_layout
-from .vllm import vllm_layout
 
-ENGINES = {"vllm": vllm_layout, "sglang": sglang_layout, "hf": hf_layout,
-           "llama.cpp": llama_cpp_layout}
+#: Engine name -> (module, factory); a module is imported only when its engine is used.
+ENGINES = {"vllm": ("vllm", "vllm_layout"), "sglang": ("sglang", "sglang_layout"),
+           "hf": ("hf", "hf_layout"), "llama.cpp": ("llama_cpp", "llama_cpp_layout")}
 ENGINE_ALIASES = {"transformers": "hf", "huggingface": "hf", "llamacpp": "llama.cpp",
                   "llama-cpp": "llama.cpp", "llama_cpp": "llama.cpp"}
 DEFAULT_ENGINE = "vllm"
@@ -32,7 +31,8 @@ def get_engine(spec: str = DEFAULT_ENGINE) -> EngineLayout:
         raise InputError(
             f"unknown engine {spec!r}{hint}; known: {', '.join(ENGINES)}", field="--engine"
         )
-    return ENGINES[name](version if at else None)
+    module, factory = ENGINES[name]
+    return getattr(import_module(f"{__name__}.{module}"), factory)(version if at else None)
 
 
 __all__ = ["EngineLayout", "get_engine", "ENGINES", "DEFAULT_ENGINE"]
