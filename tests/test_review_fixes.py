@@ -186,3 +186,84 @@ def test_separate_v_head_dim():
     assert fp.bytes_per_token == 2 * 4 * (192 + 128) * 2
     assert (fp.layers[0].head_dim_k, fp.layers[0].head_dim_v) == (192, 128)
     assert fp.sequences[0].total_bytes == 10 * 2 * 4 * (192 + 128) * 2
+
+
+# ---- third review: transformers config-class semantics -----------------------------------
+
+def kinds_of(m):
+    return [tuple(s.kind for s in block) for block in m.layers]
+
+
+def test_gpt_oss_without_layer_types_alternates():
+    cfg = {"model_type": "gpt_oss", "num_hidden_layers": 4, "num_attention_heads": 8,
+           "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 512, "sliding_window": 128}
+    assert kinds_of(parse(cfg)) == [("sliding_window",), ("full_attention",)] * 2
+
+
+def test_qwen_use_sliding_window_defaults_false():
+    cfg = {"model_type": "qwen2", "num_hidden_layers": 8, "num_attention_heads": 8,
+           "hidden_size": 512, "sliding_window": 4096, "max_window_layers": 4}
+    assert kinds_of(parse(cfg)) == [("full_attention",)] * 8
+
+
+def test_nemotron_h_layers_block_type_v5():
+    import json as _json
+
+    spec = _json.loads((kvplan.builtins.specs_dir() / "nemotron-h-56b-base-8k.json").read_text())
+    cfg = dict(spec["config"])
+    names = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+    cfg["layers_block_type"] = [names[c] for c in cfg.pop("hybrid_override_pattern")]
+    new, old = parse(cfg), kvplan.load_model("nemotron-h-56b-base-8k")
+    assert new.layers == old.layers
+
+
+def test_granite_layer_type_names_and_default():
+    base = {"model_type": "granitemoehybrid", "num_hidden_layers": 3, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "hidden_size": 512, "mamba_n_heads": 16,
+            "mamba_d_head": 64, "mamba_d_state": 128}
+    m = parse({**base, "layer_types": ["linear_attention", "full_attention", "mamba"]})
+    assert kinds_of(m) == [("mamba",), ("full_attention",), ("mamba",)]
+    assert kinds_of(parse(base)) == [("mamba",)] * 3
+
+
+def test_nested_text_config_defaults_gemma3_llama4():
+    # a gemma3 text_config saved as a diff: Gemma3TextConfig gives 4 KV heads, head_dim 256,
+    # window 4096, pattern 6
+    g = parse({"model_type": "gemma3", "torch_dtype": "bfloat16",
+               "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 12,
+                               "hidden_size": 2560, "num_attention_heads": 8}})
+    full, slide = [c for c in kvplan.kv_footprint(g, [1]).layers][::-1]
+    assert (slide.kind, slide.count, slide.kv_heads, slide.head_dim_k, slide.window_tokens) == (
+        "sliding_window", 10, 4, 256, 4096)
+    assert (full.kind, full.count) == ("full_attention", 2)
+    # llama4 text_config without attention_chunk_size: Llama4TextConfig's 8192, 36 chunked
+    m = parse({"model_type": "llama4", "text_config": {"model_type": "llama4_text"}})
+    assert sorted((c.kind, c.count, c.window_tokens) for c in kvplan.kv_footprint(m, [1]).layers) == [
+        ("chunked_local", 36, 8192), ("full_attention", 12, None)]
+
+
+def test_explicit_null_is_not_filled_with_a_default():
+    m = parse({"model_type": "mistral3", "text_config": {
+        "model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 512,
+        "num_attention_heads": 8, "num_key_value_heads": 8, "sliding_window": None}})
+    assert kinds_of(m) == [("full_attention",)] * 2
+
+
+def test_falcon_h1_d_ssm_default_and_null():
+    base = {"model_type": "falcon_h1", "num_hidden_layers": 2, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 256, "mamba_n_heads": 16,
+            "mamba_d_head": "auto"}
+    absent = parse(base).layers[0][1]
+    assert (absent.d_inner, absent.head_dim) == (1024, 1024 // 16)  # FalconH1Config 1024
+    null = parse({**base, "mamba_d_ssm": None}).layers[0][1]
+    assert (null.d_inner, null.head_dim) == (2 * 256, 2 * 256 // 16)  # expand x hidden_size
+
+
+def test_zamba2_derives_its_widths():
+    cfg = {"model_type": "zamba2", "num_hidden_layers": 2, "hidden_size": 512,
+           "num_attention_heads": 8, "layers_block_type": ["mamba", "hybrid"],
+           "attention_head_dim": 999, "mamba_headdim": 7}
+    m = parse(cfg)
+    attn, mamba = m.layers[1]
+    assert attn.head_dim_k == 2 * 512 // 8  # Zamba2Config recomputes attention_head_dim
+    assert (mamba.num_heads, mamba.head_dim) == (8, 2 * 512 // 8)  # n_mamba_heads default 8

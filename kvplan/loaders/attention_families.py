@@ -2,9 +2,11 @@
 
 Layer patterns follow the transformers config classes (v4.5x / v5), which vLLM mirrors:
 - ``layer_types`` wins when present (gpt-oss, gemma3, qwen3-next and newer configs).
-- Qwen2/Qwen2-MoE/Qwen3/Qwen3-MoE: layers with ``i >= max_window_layers`` slide, and only
-  when ``use_sliding_window`` is true (otherwise the window is ignored).
-- Gemma-2: even layers (``(i + 1) % 2 != 0``) slide; Gemma-3 and Cohere-2: layer i is full
+- Qwen2/Qwen2-MoE/Qwen3/Qwen3-MoE: layers with ``i >= max_window_layers`` (default 28) slide,
+  and only when ``use_sliding_window`` is true (default false: otherwise the window is
+  ignored).
+- Gemma-2 and gpt-oss (without ``layer_types``): even layers (``(i + 1) % 2 != 0``) slide;
+  Gemma-3 and Cohere-2: layer i is full
   when ``(i + 1) % sliding_window_pattern == 0`` (defaults 6 and 4), the rest slide.
 - Llama-4: with ``attention_chunk_size``, layers whose ``no_rope_layers[i]`` is 1 (RoPE layers)
   are chunked and the NoPE layers are global; the default marks every 4th layer NoPE.
@@ -20,6 +22,9 @@ from .fields import Fields
 QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
                "qwen2_5_vl_text", "qwen3_vl_text"}
 PATTERN_DEFAULTS = {"gemma3_text": 6, "gemma3": 6, "cohere2": 4}
+#: Even layers slide, odd ones are global, when the config has no layer_types (Gemma2Config,
+#: GptOssConfig).
+ALTERNATING = {"gemma2", "gpt_oss"}
 
 #: ``layer_types`` values and the kind each means.
 LAYER_TYPE_KINDS = {
@@ -98,12 +103,13 @@ def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
     window = f.opt_int("sliding_window")
     if model_type.startswith("llama4"):
         return _llama4_kinds(f, num_layers)
-    if window is None or not f.flag("use_sliding_window", True):
+    # Qwen configs default use_sliding_window to false (Qwen2Config); others have no such flag.
+    if window is None or not f.flag("use_sliding_window", model_type not in QWEN_FAMILY):
         return ["full"] * num_layers
     if model_type in QWEN_FAMILY:
-        first = f.integer("max_window_layers", default=num_layers, why="absent: no layer slides")
+        first = f.integer("max_window_layers", default=28, why="Qwen2Config default")
         return ["sliding" if i >= first else "full" for i in range(num_layers)]
-    if model_type == "gemma2":
+    if model_type in ALTERNATING:
         return ["sliding" if (i + 1) % 2 else "full" for i in range(num_layers)]
     if model_type in PATTERN_DEFAULTS:
         pattern = f.integer("sliding_window_pattern", "_sliding_window_pattern",

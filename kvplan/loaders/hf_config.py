@@ -64,6 +64,14 @@ ADAPTERS.update({
 LIBRARY_DEFAULTS: dict[str, dict[str, object]] = {
     "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
               "vocab_size": 32000},
+    "mistral": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "sliding_window": 4096, "vocab_size": 32000},
+    "gemma3_text": {"hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8,
+                    "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
+                    "sliding_window_pattern": 6, "vocab_size": 262208},
+    "llama4_text": {"hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40,
+                    "num_key_value_heads": 8, "head_dim": 128, "attention_chunk_size": 8192,
+                    "vocab_size": 202048},
 }
 
 #: The text model_type of a multimodal wrapper whose text_config names none.
@@ -94,7 +102,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     f = Fields(text, source, prefix)
     nested_defaults = LIBRARY_DEFAULTS.get(model_type, {}) if prefix else {}
     for key, value in nested_defaults.items():
-        if text.get(key) is None:
+        if key not in text:  # absent, not an explicit null (Mistral-3: sliding_window null)
             text = {**text, key: value}
             f.config = text
             f.assume(f"{prefix}{key} = {value} (transformers {model_type} config default)")

@@ -33,13 +33,16 @@ from .fields import Fields
 SSM_DTYPE_KEYS = ("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
 
 
-def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str, state: str, groups: str,
-            conv: str, defaults: dict[str, int], family: str) -> Mamba:
+def _mamba2(f: Fields, *, d_inner: int, heads: str, head_dim: str | None, state: str,
+            groups: str, conv: str, defaults: dict[str, int], family: str) -> Mamba:
+    """A Mamba-2 spec. ``head_dim`` None: the head dim is always ``d_inner / heads`` (Zamba2);
+    a config value ``"auto"`` means the same (Bamba, Falcon-H1)."""
     def get(key: str, name: str) -> int:
         return f.integer(key, default=defaults[name], why=f"{family} default") if name in defaults \
             else f.integer(key)
 
-    raw_head_dim = f.raw(head_dim)
+    raw_head_dim = "auto" if head_dim is None else f.raw(head_dim)
+    head_dim = head_dim or "head_dim"
     if f.has(heads) or "heads" in defaults:
         n_heads = get(heads, "heads")
         if raw_head_dim == "auto" or (raw_head_dim is None and "head_dim" not in defaults):
@@ -157,20 +160,25 @@ def _kinds_list(f: Fields, key: str, num_layers: int, allowed: dict[str, str]) -
 
 
 def parse_zamba2(f: Fields, model_type: str) -> list[tuple]:
+    """Zamba2Config recomputes two widths whatever the file says:
+    ``mamba_headdim = mamba_expand * hidden_size // n_mamba_heads`` and
+    ``attention_head_dim = 2 * hidden_size // num_attention_heads``."""
     num_layers = f.num_layers()
     kinds = _kinds_list(f, "layers_block_type", num_layers, {"mamba": "mamba", "hybrid": "hybrid"})
     d_inner = _expand_inner(f, "mamba_expand", 2, "Zamba2Config")
-    mamba = _mamba2(f, d_inner=d_inner, heads="n_mamba_heads", head_dim="mamba_headdim",
+    mamba = _mamba2(f, d_inner=d_inner, heads="n_mamba_heads", head_dim=None,
                     state="mamba_d_state", groups="mamba_ngroups", conv="mamba_d_conv",
                     family="Zamba2Config",
-                    defaults={"head_dim": 64, "state": 64, "groups": 1, "conv": 4})
+                    defaults={"heads": 8, "state": 64, "groups": 1, "conv": 4})
     heads = f.integer("num_attention_heads")
     kv = f.integer("num_key_value_heads", default=heads, why="Zamba2Config default (MHA)")
-    if f.has("attention_head_dim"):
-        hd = f.integer("attention_head_dim")
-    else:
-        hd = 2 * f.integer("hidden_size") // heads
-        f.assume(f"attention_head_dim = 2 * hidden_size / num_attention_heads = {hd}")
+    hidden = f.integer("hidden_size")
+    if (2 * hidden) % heads:
+        raise f.error("num_attention_heads", f"2 x hidden_size {2 * hidden} does not divide "
+                      f"into {heads} heads")
+    hd = 2 * hidden // heads
+    f.assume(f"attention_head_dim = 2 * hidden_size / num_attention_heads = {hd} "
+             "(Zamba2Config derives it)")
     attn = FullAttention(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=hd, head_dim_v=hd)
     return [(attn, mamba) if k == "hybrid" else (mamba,) for k in kinds]
 
@@ -179,30 +187,54 @@ def parse_falcon_h1(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
     if f.has("mamba_d_ssm"):
         d_inner = f.integer("mamba_d_ssm")
-    else:
+    elif "mamba_d_ssm" in f.config:  # explicit null: FalconH1Config uses expand * hidden_size
         d_inner = _expand_inner(f, "mamba_expand", 2, "FalconH1Config")
+    else:
+        d_inner = f.integer("mamba_d_ssm", default=1024, why="FalconH1Config default")
     mamba = _mamba2(f, d_inner=d_inner, heads="mamba_n_heads", head_dim="mamba_d_head",
                     state="mamba_d_state", groups="mamba_n_groups", conv="mamba_d_conv",
-                    family="FalconH1Config", defaults={"state": 256, "groups": 1, "conv": 4})
+                    family="FalconH1Config",
+                    defaults={"heads": 128, "state": 256, "groups": 1, "conv": 4})
     attn = attention_spec(f, model_type, "full")
     idx = f.index_list("attn_layer_indices", num_layers)
     with_attn = set(range(num_layers)) if idx is None else set(idx)
     return [(attn, mamba) if i in with_attn else (mamba,) for i in range(num_layers)]
 
 
-def parse_nemotron_h(f: Fields, model_type: str) -> list[tuple]:
-    num_layers = f.num_layers()
+#: transformers 5 ``layers_block_type`` names (and the older ones it remaps) -> pattern chars.
+NEMOTRON_BLOCK_TYPES = {"mamba": "M", "linear_attention": "M", "attention": "*",
+                        "full_attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_pattern(f: Fields) -> str:
+    """``hybrid_override_pattern`` (M = Mamba-2, * = attention, - = MLP, E = MoE), or the list
+    ``layers_block_type`` that transformers 5 saves instead."""
     pattern = f.raw("hybrid_override_pattern")
+    if pattern is None and f.has("layers_block_type"):
+        types = f.array("layers_block_type") or []
+        for i, t in enumerate(types):
+            if t not in NEMOTRON_BLOCK_TYPES:
+                raise f.error(f"layers_block_type[{i}]", f"unknown block type {t!r}; known: "
+                              f"{', '.join(NEMOTRON_BLOCK_TYPES)}")
+        return "".join(NEMOTRON_BLOCK_TYPES[t] for t in types)
     if not isinstance(pattern, str):
-        raise f.error("hybrid_override_pattern", "missing: expected a string such as 'M-M*-'")
+        raise f.error("hybrid_override_pattern",
+                      "missing: expected a string such as 'M-M*-' (or a layers_block_type list)")
+    return pattern
+
+
+def parse_nemotron_h(f: Fields, model_type: str) -> list[tuple]:
+    pattern = _nemotron_pattern(f)
+    num_layers = f.num_layers() if f.has("num_hidden_layers") else len(pattern)
     if len(pattern) != num_layers:
         raise f.error("hybrid_override_pattern",
                       f"has {len(pattern)} characters for {num_layers} layers")
-    heads_n = f.integer("mamba_num_heads")
-    hd = f.integer("mamba_head_dim")
+    defaults = {"heads": 128, "head_dim": 64, "state": 128, "groups": 8, "conv": 4}
+    heads_n = f.integer("mamba_num_heads", default=128, why="NemotronHConfig default")
+    hd = f.integer("mamba_head_dim", default=64, why="NemotronHConfig default")
     mamba = _mamba2(f, d_inner=heads_n * hd, heads="mamba_num_heads", head_dim="mamba_head_dim",
                     state="ssm_state_size", groups="n_groups", conv="conv_kernel",
-                    family="NemotronHConfig", defaults={"groups": 8, "conv": 4})
+                    family="NemotronHConfig", defaults=defaults)
     attn = attention_spec(f, model_type, "full") if "*" in pattern else None
     blocks: list[tuple] = []
     for i, ch in enumerate(pattern):
@@ -234,8 +266,16 @@ def parse_bamba(f: Fields, model_type: str) -> list[tuple]:
 
 
 def parse_granitemoehybrid(f: Fields, model_type: str) -> list[tuple]:
+    """``layer_types`` with the 4.x names (mamba, attention) or the 5.x ones
+    (linear_attention, full_attention); none at all means every layer is Mamba-2."""
     num_layers = f.num_layers()
-    kinds = _kinds_list(f, "layer_types", num_layers, {"mamba": "mamba", "attention": "full"})
+    if f.has("layer_types"):
+        kinds = _kinds_list(f, "layer_types", num_layers, {
+            "mamba": "mamba", "linear_attention": "mamba", "attention": "full",
+            "full_attention": "full"})
+    else:
+        kinds = ["mamba"] * num_layers
+        f.assume("layer_types absent: every layer is Mamba-2 (GraniteMoeHybridConfig)")
     mamba = _granite_mamba(f, "GraniteMoeHybridConfig")
     attn = attention_spec(f, model_type, "full") if "full" in kinds else None
     return [(attn,) if k == "full" else (mamba,) for k in kinds]
