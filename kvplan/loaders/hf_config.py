@@ -63,9 +63,10 @@ ADAPTERS.update({
 #: field, so a missing one there is an error. Each default used is listed as an assumption.
 LIBRARY_DEFAULTS: dict[str, dict[str, object]] = {
     "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-              "vocab_size": 32000},
+              "vocab_size": 32000, "intermediate_size": 11008},
     "mistral": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-                "num_key_value_heads": 8, "sliding_window": 4096, "vocab_size": 32000},
+                "num_key_value_heads": 8, "sliding_window": 4096, "vocab_size": 32000,
+                "intermediate_size": 14336},
     "gemma3_text": {"hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8,
                     "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
                     "sliding_window_pattern": 6, "vocab_size": 262208},
@@ -94,10 +95,8 @@ def _text_config(config: dict, source: str) -> tuple[dict, Any, str]:
     return config, top_type, ""
 
 
-def parse_config(config: object, *, name: str, source: str, hub_id: str | None = None) -> Model:
-    """Parse one config.json mapping into a ``Model``."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"expected a JSON object, got {type(config).__name__}", source=source)
+def text_fields(config: dict, source: str) -> tuple[Fields, Any]:
+    """The text model's fields (nested library defaults filled in) and its model_type."""
     text, model_type, prefix = _text_config(config, source)
     f = Fields(text, source, prefix)
     nested_defaults = LIBRARY_DEFAULTS.get(model_type, {}) if prefix else {}
@@ -106,6 +105,14 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
             text = {**text, key: value}
             f.config = text
             f.assume(f"{prefix}{key} = {value} (transformers {model_type} config default)")
+    return f, model_type
+
+
+def parse_config(config: object, *, name: str, source: str, hub_id: str | None = None) -> Model:
+    """Parse one config.json mapping into a ``Model``."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"expected a JSON object, got {type(config).__name__}", source=source)
+    f, model_type = text_fields(config, source)
     warnings: list[str] = []
     if model_type is None:
         raise ConfigError("missing required field model_type (and not a mamba_ssm config)",

@@ -1,0 +1,329 @@
+"""Model -> ``Weights``: every parameter tensor, counted from config.json.
+
+The mixers come from the parsed layer specs (attention shape, MLA ranks, Mamba widths); the
+feed-forward blocks, norms, biases and embeddings from the family's config fields, following
+the transformers modelling code of each family (vLLM loads the same tensors). Vision towers of
+multimodal wrappers are not counted (a note says so).
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, MultiHeadLatent, SlidingWindow
+from ..model import Model
+from ..units import cdiv
+from ..weights import Tensor, Weights
+from .fields import Fields
+from .hf_config import text_fields
+
+#: transformers config-class defaults for ``tie_word_embeddings`` where the file may omit it.
+TIE_DEFAULTS = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "cohere": True,
+                "cohere2": True, "falcon": True, "RefinedWeb": True, "RefinedWebModel": True,
+                "mamba": True, "falcon_mamba": True, "mamba_ssm": True, "zamba2": True,
+                "granitemoehybrid": True}
+#: Config-class vocab defaults where that default is the real vocabulary (JambaConfig: 65536).
+VOCAB_DEFAULTS = {"jamba": 65536}
+LAYERNORM_BIAS = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "phi"}
+QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"}
+QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next"}
+FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+PARALLEL_BLOCK = {"cohere", "cohere2", "gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel"}
+UNGATED_MLP = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "nemotron_h"}
+SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
+             "gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "cohere2", "gpt_neox", "llama4",
+             "llama4_text", "gpt_oss", "falcon", "RefinedWeb", "RefinedWebModel", "qwen2_vl",
+             "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "deepseek_v2", "deepseek_v3",
+             "kimi_k2", "mamba", "falcon_mamba", "mamba2", "mamba_ssm", "jamba", "falcon_h1",
+             "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next"}
+
+
+class _Inventory:
+    def __init__(self, f: Fields, model_type: str, hidden: int):
+        self.f, self.mt, self.hidden = f, model_type, hidden
+        self.tensors: list[Tensor] = []
+        self.place, self.layer = "layer", 0
+        self.num_experts = self.top_k = 0
+
+    def add(self, name: str, rows: int, cols: int = 1, **kw) -> None:
+        self.tensors.append(Tensor(name=name, rows=rows, cols=cols, place=self.place,
+                                   layer=self.layer if self.place == "layer" else None, **kw))
+
+    def norm(self, name: str, width: int, bias: bool = False) -> None:
+        self.add(name + ".weight", width)
+        if bias:
+            self.add(name + ".bias", width)
+
+    def linear(self, name: str, out: int, inp: int, shard: str, bias: bool = False, **kw) -> None:
+        self.add(name + ".weight", out, inp, shard=shard, linear=True, **kw)
+        if bias:
+            self.add(name + ".bias", out, shard=shard if shard != "row" else "replicated",
+                     **{k: v for k, v in kw.items() if k in ("count", "expert", "kv_heads")})
+
+    # --- mixers --------------------------------------------------------------------------
+    def attention(self, spec, prefix: str = "self_attn") -> None:
+        f, h = self.f, self.hidden
+        qkv_bias = f.flag("attention_bias", self.mt in QKV_BIAS) or f.flag("bias", False) or (
+            self.mt in QKV_BIAS)
+        o_bias = f.flag("attention_bias", False) if self.mt not in QKV_BIAS else False
+        if self.mt == "gpt_neox":
+            qkv_bias = o_bias = True
+        if self.mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
+            qkv_bias = o_bias = f.flag("bias", False)
+        q_rows = spec.num_attention_heads * spec.head_dim_k * (2 if self.mt == "qwen3_next" else 1)
+        self.linear(f"{prefix}.q_proj", q_rows, h, "column", qkv_bias)
+        kv = spec.num_kv_heads
+        self.linear(f"{prefix}.k_proj", kv * spec.head_dim_k, h, "kv", qkv_bias, kv_heads=kv)
+        self.linear(f"{prefix}.v_proj", kv * spec.head_dim_v, h, "kv", qkv_bias, kv_heads=kv)
+        self.linear(f"{prefix}.o_proj", h, spec.num_attention_heads * spec.head_dim_v, "row", o_bias)
+        if self.mt in QK_NORM:
+            self.norm(f"{prefix}.q_norm", spec.head_dim_k)
+            self.norm(f"{prefix}.k_norm", spec.head_dim_k)
+        if self.mt in ("cohere", "cohere2") and f.flag("use_qk_norm"):
+            self.norm(f"{prefix}.q_norm", spec.num_attention_heads * spec.head_dim_k)
+            self.norm(f"{prefix}.k_norm", kv * spec.head_dim_k)
+        if self.mt == "gpt_oss":
+            self.add(f"{prefix}.sinks", spec.num_attention_heads, shard="column")
+
+    def mla(self, spec: MultiHeadLatent) -> None:
+        f, h = self.f, self.hidden
+        qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim
+        heads = spec.num_attention_heads
+        q_lora = f.opt_int("q_lora_rank")
+        if q_lora:
+            self.linear("self_attn.q_a_proj", q_lora, h, "replicated")
+            self.norm("self_attn.q_a_layernorm", q_lora)
+            self.linear("self_attn.q_b_proj", heads * qk, q_lora, "column")
+        else:
+            self.linear("self_attn.q_proj", heads * qk, h, "column")
+        self.linear("self_attn.kv_a_proj_with_mqa", spec.kv_lora_rank + spec.qk_rope_head_dim, h,
+                    "replicated")
+        self.norm("self_attn.kv_a_layernorm", spec.kv_lora_rank)
+        self.linear("self_attn.kv_b_proj", heads * (spec.qk_nope_head_dim + spec.v_head_dim),
+                    spec.kv_lora_rank, "column")
+        self.linear("self_attn.o_proj", h, heads * spec.v_head_dim, "row")
+
+    def mamba(self, spec: Mamba) -> None:
+        f, h, d = self.f, self.hidden, spec.d_inner
+        proj_bias = f.flag("use_bias", False) or f.flag("mamba_proj_bias", False)
+        conv_bias = f.flag("use_conv_bias", True) and f.flag("mamba_conv_bias", True)
+        if spec.version == 1:
+            dt_rank = f.raw("time_step_rank", f.raw("mamba_dt_rank", "auto"))
+            if dt_rank == "auto":
+                dt_rank = cdiv(h, 16)
+            self.linear("mamba.in_proj", 2 * d, h, "column", proj_bias)
+            self.add("mamba.conv1d.weight", d, spec.d_conv, shard="column")
+            if conv_bias:
+                self.add("mamba.conv1d.bias", d, shard="column")
+            self.linear("mamba.x_proj", dt_rank + 2 * spec.d_state, d, "row")
+            self.linear("mamba.dt_proj", d, dt_rank, "column", True)
+            self.add("mamba.A_log", d, spec.d_state, shard="column")
+            self.add("mamba.D", d, shard="column")
+            if self.mt == "jamba":
+                self.norm("mamba.dt_layernorm", dt_rank)
+                self.norm("mamba.b_layernorm", spec.d_state)
+                self.norm("mamba.c_layernorm", spec.d_state)
+            self.linear("mamba.out_proj", h, d, "row", proj_bias)
+            return
+        gs = spec.n_groups * spec.d_state
+        self.linear("mamba.in_proj", 2 * d + 2 * gs + spec.num_heads, h, "column", proj_bias)
+        self.add("mamba.conv1d.weight", d + 2 * gs, spec.d_conv, shard="column")
+        if conv_bias:
+            self.add("mamba.conv1d.bias", d + 2 * gs, shard="column")
+        for name in ("dt_bias", "A_log", "D"):
+            self.add(f"mamba.{name}", spec.num_heads, shard="column")
+        if self.mt != "falcon_h1" or f.flag("mamba_rms_norm", False):
+            self.add("mamba.norm.weight", d, shard="column")
+        self.linear("mamba.out_proj", h, d, "row", proj_bias)
+
+    def linear_attention(self, spec: LinearAttention) -> None:
+        h = self.hidden
+        key = spec.num_k_heads * spec.head_k_dim
+        value = spec.num_v_heads * spec.head_v_dim
+        self.linear("linear_attn.in_proj_qkvz", 2 * key + 2 * value, h, "column")
+        self.linear("linear_attn.in_proj_ba", 2 * spec.num_v_heads, h, "column")
+        self.add("linear_attn.conv1d.weight", 2 * key + value, spec.conv_kernel, shard="column")
+        self.add("linear_attn.dt_bias", spec.num_v_heads, shard="column")
+        self.add("linear_attn.A_log", spec.num_v_heads, shard="column")
+        self.norm("linear_attn.norm", spec.head_v_dim)
+        self.linear("linear_attn.out_proj", h, value, "row")
+
+    def mixer(self, spec) -> None:
+        if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal)):
+            self.attention(spec)
+        elif isinstance(spec, MultiHeadLatent):
+            self.mla(spec)
+        elif isinstance(spec, Mamba):
+            self.mamba(spec)
+        elif isinstance(spec, LinearAttention):
+            self.linear_attention(spec)
+
+    # --- feed-forward --------------------------------------------------------------------
+    def mlp(self, name: str, inter: int, *, gated: bool = True, bias: bool = False,
+            count: int = 1, expert: bool = False) -> None:
+        h = self.hidden
+        kw = {"count": count, "expert": expert}
+        if gated:
+            self.linear(f"{name}.gate_proj", inter, h, "column", bias, **kw)
+        self.linear(f"{name}.up_proj", inter, h, "column", bias, **kw)
+        self.linear(f"{name}.down_proj", h, inter, "row", bias, **kw)
+
+    def moe(self, experts: int, top_k: int, inter: int, *, shared: int = 0,
+            shared_gate: bool = False, router_bias: bool = False, expert_bias: bool = False,
+            score_bias: bool = False) -> None:
+        self.num_experts, self.top_k = experts, top_k
+        self.linear("mlp.router", experts, self.hidden, "replicated", router_bias)
+        if score_bias:
+            self.add("mlp.router.e_score_correction_bias", experts)
+        self.mlp("mlp.experts", inter, bias=expert_bias, count=experts, expert=True)
+        if shared:
+            self.mlp("mlp.shared_expert", shared)
+        if shared_gate:
+            self.linear("mlp.shared_expert_gate", 1, self.hidden, "replicated")
+
+
+def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
+    """The feed-forward part of decoder layer ``i`` (none for pure SSM layers)."""
+    f, mt = inv.f, inv.mt
+    inter = f.opt_int("intermediate_size")
+    if mt in ("mamba", "falcon_mamba", "mamba2", "mamba_ssm"):
+        return
+    if mt == "nemotron_h":
+        if pattern and pattern[i] == "-":
+            inv.mlp("mixer", f.integer("intermediate_size"), gated=False, bias=f.flag("mlp_bias"))
+        elif pattern and pattern[i] == "E":
+            raise ConfigError("parameter count for Nemotron-H MoE layers (E) is not modelled; "
+                              "pass --weight-bytes", source=f.source, field="hybrid_override_pattern")
+        return
+    if mt == "mixtral":
+        inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
+                f.integer("intermediate_size"))
+    elif mt in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
+        step = f.integer("decoder_sparse_step", default=1, why="Qwen MoE config default")
+        dense_layers = set(f.array("mlp_only_layers") or [])
+        if i in dense_layers or (i + 1) % step:
+            inv.mlp("mlp", f.integer("intermediate_size"))
+        else:
+            shared = f.opt_int("shared_expert_intermediate_size", minimum=0) or 0
+            inv.moe(f.integer("num_experts"), f.integer("num_experts_per_tok"),
+                    f.integer("moe_intermediate_size"), shared=shared, shared_gate=bool(shared))
+    elif mt in ("deepseek_v2", "deepseek_v3", "kimi_k2"):
+        first_dense = f.integer("first_k_dense_replace", default=0, minimum=0, why="DeepSeek default")
+        freq = f.integer("moe_layer_freq", default=1, why="DeepSeek default")
+        if f.opt_int("n_routed_experts") and i >= first_dense and i % freq == 0:
+            moe_inter = f.integer("moe_intermediate_size")
+            inv.moe(f.integer("n_routed_experts"), f.integer("num_experts_per_tok"), moe_inter,
+                    shared=moe_inter * (f.opt_int("n_shared_experts", minimum=0) or 0),
+                    score_bias=f.raw("topk_method") == "noaux_tc")
+        else:
+            inv.mlp("mlp", f.integer("intermediate_size"))
+    elif mt == "gpt_oss":
+        inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok",
+                "experts_per_token"), f.integer("intermediate_size"), router_bias=True,
+                expert_bias=True)
+    elif mt in ("llama4", "llama4_text"):
+        step = f.integer("interleave_moe_layer_step", default=1, why="Llama4TextConfig default")
+        if (i + 1) % step == 0:
+            inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
+                    f.integer("intermediate_size"), shared=f.integer("intermediate_size"))
+        else:
+            inv.mlp("mlp", f.integer("intermediate_size_mlp"))
+    elif mt == "jamba":
+        period = f.integer("expert_layer_period", default=2, why="JambaConfig default")
+        offset = f.integer("expert_layer_offset", default=1, minimum=0, why="JambaConfig default")
+        experts = f.integer("num_experts", default=16, why="JambaConfig default")
+        if experts > 1 and i % period == offset:
+            inv.moe(experts, f.integer("num_experts_per_tok", default=2, why="JambaConfig default"),
+                    f.integer("intermediate_size"))
+        else:
+            inv.mlp("mlp", f.integer("intermediate_size"))
+    elif mt == "granitemoehybrid":
+        experts = f.opt_int("num_local_experts", minimum=0) or 0
+        if experts:
+            inv.moe(experts, f.integer("num_experts_per_tok"), f.integer("intermediate_size"))
+        shared = f.opt_int("shared_intermediate_size", minimum=0) or 0
+        if shared:
+            inv.mlp("shared_mlp", shared)
+    elif mt in UNGATED_MLP:
+        width = f.opt_int("ffn_hidden_size") or inter or 4 * inv.hidden
+        bias = mt == "gpt_neox" or (mt != "nemotron_h" and f.flag("bias", False))
+        inv.mlp("mlp", width, gated=False, bias=bias)
+    else:
+        if inter is None:
+            raise f.error("intermediate_size", "missing: needed to count the MLP parameters")
+        inv.mlp("mlp", inter, bias=f.flag("mlp_bias", False))
+
+
+def _norms(inv: _Inventory, block: tuple) -> None:
+    mt, h = inv.mt, inv.hidden
+    bias = mt in LAYERNORM_BIAS
+    if mt in ("mamba", "falcon_mamba", "mamba2", "mamba_ssm", "nemotron_h"):
+        inv.norm("norm", h)
+    elif mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
+        new = inv.f.flag("new_decoder_architecture", mt == "RefinedWeb")
+        two = new and (inv.f.opt_int("num_ln_in_parallel_attn") or 2) == 2
+        inv.norm("ln_attn" if two else "input_layernorm", h, bias)
+        if two or not inv.f.flag("parallel_attn", True):
+            inv.norm("ln_mlp" if two else "post_attention_layernorm", h, bias)
+    elif mt in PARALLEL_BLOCK and mt != "gpt_neox":
+        inv.norm("input_layernorm", h)
+    else:
+        inv.norm("input_layernorm", h, bias)
+        inv.norm("post_attention_layernorm", h, bias)
+        if mt in FOUR_NORMS:
+            inv.norm("pre_feedforward_layernorm", h)
+            inv.norm("post_feedforward_layernorm", h)
+
+
+def weight_inventory(model: Model) -> Weights:
+    """Every parameter tensor of ``model`` (raises ConfigError for families not modelled)."""
+    f, mt = text_fields(model.config, model.source)
+    prefix = f.prefix
+    if mt not in SUPPORTED:
+        raise ConfigError(f"parameter count for model_type {mt!r} is not modelled; pass "
+                          "--weight-bytes", source=model.source, field=prefix + "model_type")
+    hidden = model.hidden_size
+    vocab = f.integer("vocab_size", **({"default": VOCAB_DEFAULTS[mt], "why": f"{mt} config "
+                      "class default"} if mt in VOCAB_DEFAULTS else {}))
+    inv = _Inventory(f, mt, hidden)
+    inv.place = "embed"
+    inv.add("embed_tokens", vocab, hidden, shard="vocab")
+    pattern = None
+    if mt == "nemotron_h":
+        from .ssm_families import _nemotron_pattern
+        pattern = _nemotron_pattern(f)
+    for i, block in enumerate(model.layers):
+        inv.place, inv.layer = "layer", i
+        for spec in block:
+            inv.mixer(spec)
+        _norms(inv, block)
+        if mt == "falcon_h1" and not f.flag("mamba_use_mlp", True):
+            continue
+        _ffn(inv, i, block, pattern)
+    inv.place = "head"
+    inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS)
+    tied = f.flag("tie_word_embeddings", TIE_DEFAULTS.get(mt, False)) or (
+        mt == "mamba_ssm" and f.flag("tie_embeddings", True))
+    if not tied:
+        inv.add("lm_head", vocab, hidden, shard="vocab")
+    notes: list[str] = []
+    extra_name = ""
+    mtp = f.opt_int("num_nextn_predict_layers", minimum=0) or 0
+    if mtp and model.layers:
+        inv.place = "extra"
+        spec = model.layers[-1][0]
+        for j in range(mtp):
+            inv.layer = len(model.layers) + j
+            inv.mixer(spec)
+            _norms(inv, model.layers[-1])
+            _ffn(inv, len(model.layers) - 1, model.layers[-1], pattern)
+            for name in ("enorm", "hnorm", "shared_head.norm"):
+                inv.norm(f"mtp.{name}", hidden)
+            inv.linear("mtp.eh_proj", hidden, 2 * hidden, "replicated")
+            inv.add("mtp.embed_tokens", vocab, hidden, shard="vocab")
+            inv.add("mtp.shared_head.head", vocab, hidden, shard="vocab")
+        extra_name = f"MTP module (num_nextn_predict_layers={mtp}), loaded only as a speculative draft"
+    if f.prefix:
+        notes.append("vision/audio towers of this multimodal model are not counted")
+    return Weights(tensors=tuple(inv.tensors), num_experts=inv.num_experts,
+                   experts_per_token=inv.top_k, tied_embeddings=tied, extra_name=extra_name,
+                   notes=tuple(notes))

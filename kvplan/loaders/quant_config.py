@@ -1,0 +1,139 @@
+"""``quantization_config`` (config.json) or ``--weight-dtype`` -> ``WeightFormat``.
+
+Recognised ``quant_method`` values and what they store (see ``kvplan.weights.WeightFormat``
+for the bytes): ``fp8`` (per-tensor, or ``weight_block_size`` blocks as DeepSeek-V3),
+``fbgemm_fp8`` (per channel), ``compressed-tensors`` (float8 tensor/channel/block, int4/int8
+groups), ``awq`` and ``gptq`` (int4 with group size), ``mxfp4`` (gpt-oss: routed experts
+only), ``bitsandbytes`` (nf4/fp4 4-bit, LLM.int8). Modules the config leaves unquantised
+(``modules_to_not_convert``, ``ignored_layers``, ``ignore``) keep the model dtype; embeddings,
+norms and the LM head are never quantised by these methods here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dtypes import canonical_dtype
+from ..errors import ConfigError, InputError
+from ..model import Model
+from ..weights import WeightFormat
+
+#: ``--weight-dtype`` names -> (scheme, extra settings). Dense names take the dtype itself.
+CLI_FORMATS: dict[str, dict[str, Any]] = {
+    "bf16": {}, "fp16": {}, "fp32": {},
+    "fp8": {"scheme": "fp8"},
+    "fp8_block": {"scheme": "fp8_block"},
+    "fp8_channel": {"scheme": "fp8_channel"},
+    "awq": {"scheme": "awq", "group_size": 128},
+    "gptq": {"scheme": "gptq", "group_size": 128},
+    "int4": {"scheme": "int4", "group_size": 128, "zero_point": False},
+    "mxfp4": {"scheme": "mxfp4", "experts_only": True},
+    "nf4": {"scheme": "bnb_nf4", "double_quant": False},
+    "int8": {"scheme": "bnb_int8"},
+}
+SKIP_KEYS = ("modules_to_not_convert", "ignored_layers", "ignore")
+
+
+def _skips(q: dict) -> tuple[str, ...]:
+    out: list[str] = []
+    for key in SKIP_KEYS:
+        for item in q.get(key) or []:
+            if isinstance(item, str):
+                out.append(item.removeprefix("re:").split(".")[-1] if item != "lm_head" else "")
+    return tuple(s for s in out if s and s not in ("lm_head", "embed_tokens"))
+
+
+def _base_dtype(model: Model) -> str:
+    return model.dtype if model.dtype in ("bf16", "fp16", "fp32") else "bf16"
+
+
+def from_cli(name: str, model: Model) -> WeightFormat:
+    key = name.strip().lower().replace("-", "_")
+    key = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8_e4m3": "fp8",
+           "int4_awq": "awq", "int4_gptq": "gptq", "bnb_nf4": "nf4"}.get(key, key)
+    if key not in CLI_FORMATS:
+        raise InputError(f"unknown weight dtype {name!r}; use {', '.join(CLI_FORMATS)}",
+                         field="--weight-dtype")
+    if key in ("bf16", "fp16", "fp32"):
+        return WeightFormat(name=key, base_dtype=key)
+    return WeightFormat(name=key, base_dtype=_base_dtype(model), **CLI_FORMATS[key])
+
+
+def _compressed_tensors(q: dict, base: str, source: str) -> WeightFormat:
+    groups = q.get("config_groups") or {}
+    weights = next((g.get("weights") for g in groups.values() if isinstance(g, dict)
+                    and isinstance(g.get("weights"), dict)), None)
+    if weights is None:
+        raise ConfigError("compressed-tensors config has no config_groups.*.weights",
+                          source=source, field="quantization_config.config_groups")
+    bits, kind, strategy = weights.get("num_bits"), weights.get("type"), weights.get("strategy")
+    skip = _skips(q)
+    if kind == "float" and bits == 8:
+        if strategy == "block":
+            block = weights.get("block_structure") or [128, 128]
+            return WeightFormat(name="fp8_block", base_dtype=base, scheme="fp8_block",
+                                block=(int(block[0]), int(block[1])), skip=skip)
+        scheme = "fp8_channel" if strategy == "channel" else "fp8"
+        return WeightFormat(name=scheme, base_dtype=base, scheme=scheme, skip=skip)
+    if kind == "int" and bits == 4:
+        return WeightFormat(name=f"int4 group {weights.get('group_size', 128)}", base_dtype=base,
+                            scheme="int4", group_size=int(weights.get("group_size") or -1),
+                            zero_point=not weights.get("symmetric", True), skip=skip)
+    raise ConfigError(f"compressed-tensors weights type={kind!r} num_bits={bits!r} are not "
+                      "modelled; pass --weight-dtype", source=source,
+                      field="quantization_config.config_groups")
+
+
+def from_config(model: Model) -> WeightFormat | None:
+    """The config's ``quantization_config`` as a format, or None when it has none."""
+    from .hf_config import text_fields
+
+    f, _ = text_fields(model.config, model.source)
+    q = model.config.get("quantization_config") or f.config.get("quantization_config")
+    if not q:
+        return None
+    if not isinstance(q, dict):
+        raise ConfigError("expected an object", source=model.source, field="quantization_config")
+    method = str(q.get("quant_method", "")).lower()
+    base = _base_dtype(model)
+    skip = _skips(q)
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        if block:
+            return WeightFormat(name=f"fp8 block {block[0]}x{block[1]}", base_dtype=base,
+                                scheme="fp8_block", block=(int(block[0]), int(block[1])), skip=skip)
+        return WeightFormat(name="fp8", base_dtype=base, scheme="fp8", skip=skip)
+    if method == "fbgemm_fp8":
+        return WeightFormat(name="fp8_channel", base_dtype=base, scheme="fp8_channel", skip=skip)
+    if method in ("awq", "gptq"):
+        bits = q.get("bits", q.get("w_bit", 4))
+        if bits != 4:
+            raise ConfigError(f"{method} with {bits} bits is not modelled (4 only)",
+                              source=model.source, field="quantization_config.bits")
+        group = int(q.get("group_size", q.get("q_group_size", 128)))
+        return WeightFormat(name=f"{method} int4 group {group}", base_dtype="fp16" if method ==
+                            "awq" else base, scheme=method, group_size=group, skip=skip)
+    if method == "mxfp4":
+        return WeightFormat(name="mxfp4 (experts)", base_dtype=base, scheme="mxfp4",
+                            experts_only=True, skip=skip)
+    if method == "bitsandbytes":
+        if q.get("load_in_4bit"):
+            return WeightFormat(name=f"bnb {q.get('bnb_4bit_quant_type', 'fp4')}", base_dtype=base,
+                                scheme="bnb_nf4", double_quant=bool(q.get("bnb_4bit_use_double_quant")),
+                                skip=skip)
+        return WeightFormat(name="bnb int8", base_dtype=base, scheme="bnb_int8", skip=skip)
+    if method == "compressed-tensors":
+        return _compressed_tensors(q, base, model.source)
+    raise ConfigError(f"quant_method {method!r} is not modelled; pass --weight-dtype",
+                      source=model.source, field="quantization_config.quant_method")
+
+
+def weight_format(model: Model, cli_value: str | None) -> WeightFormat:
+    """``--weight-dtype`` when given, else the config's quantization, else its dtype."""
+    if cli_value:
+        return from_cli(cli_value, model)
+    fmt = from_config(model)
+    if fmt is not None:
+        return fmt
+    base = canonical_dtype(model.dtype)
+    return WeightFormat(name=base, base_dtype=base if base in ("bf16", "fp16", "fp32") else "bf16")

@@ -1,0 +1,214 @@
+"""Parameter inventories and weight bytes per GPU. Pure.
+
+A model's weights are a list of ``Tensor`` rows (built from its config by
+``kvplan.loaders.hf_params``): shape, how many identical copies (experts), which decoder
+layer holds it, how tensor parallelism splits it, and whether a weight-quantization method
+compresses it. Sharding follows vLLM's layers:
+
+- ``column`` (``ColumnParallelLinear``/``QKVParallelLinear`` q part, MLP gate/up, experts'
+  w1/w3): rows split over TP ranks; ``row`` (``RowParallelLinear``: o_proj, down_proj): columns
+  split; bias of a row-parallel layer and every norm is replicated;
+- ``kv``: the K/V rows of ``QKVParallelLinear``, split by KV head, one head per rank replicated
+  when tp > KV heads (``max(1, kv_heads // tp)`` heads per rank);
+- ``vocab`` (``VocabParallelEmbedding``/``ParallelLMHead``): vocab padded to a multiple of 64
+  (``DEFAULT_VOCAB_PADDING_SIZE``), then split;
+- ``replicated``: norms, MoE routers and MLA's ``q_a_proj``/``kv_a_proj_with_mqa``
+  (``ReplicatedLinear`` in vLLM's DeepSeek-V2 model).
+
+Under pipeline parallelism the decoder layers split by ``pp_stage_sizes``; the embedding goes
+to the first stage and the final norm + LM head to the last (a tied LM head makes the last
+stage hold its own copy of the embedding, as vLLM does). The busiest GPU is the maximum over
+stages. Extra layers (DeepSeek-V3's MTP module) are counted apart and not loaded by default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .dtypes import dtype_bytes
+from .parallel import pp_stage_sizes
+from .units import cdiv
+
+VOCAB_PADDING = 64
+SHARDS = ("column", "row", "kv", "vocab", "replicated")
+PLACES = ("embed", "layer", "head", "extra")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tensor:
+    name: str
+    rows: int  # out_features for a Linear (vectors: their length, cols = 1)
+    cols: int = 1  # in_features
+    count: int = 1  # identical copies, e.g. routed experts
+    place: str = "layer"
+    layer: int | None = None  # decoder layer index for place == "layer"
+    shard: str = "replicated"
+    linear: bool = False  # a Linear weight matrix (what weight quantization compresses)
+    expert: bool = False  # a routed-expert weight (active per token: top_k / num_experts)
+    kv_heads: int = 0  # shard == "kv": heads this tensor's rows hold
+
+    @property
+    def params(self) -> int:
+        return self.rows * self.cols * self.count
+
+    def shape_on_rank(self, tp: int) -> tuple[int, int]:
+        """(rows, cols) one TP rank holds."""
+        if self.shard == "column":
+            return cdiv(self.rows, tp), self.cols
+        if self.shard == "row":
+            return self.rows, cdiv(self.cols, tp)
+        if self.shard == "kv":
+            per_head = self.rows // self.kv_heads
+            return per_head * max(1, self.kv_heads // tp), self.cols
+        if self.shard == "vocab":
+            return cdiv(cdiv(self.rows, VOCAB_PADDING) * VOCAB_PADDING, tp), self.cols
+        return self.rows, self.cols
+
+
+@dataclass(frozen=True, kw_only=True)
+class Weights:
+    """Every tensor of a model plus its MoE routing (for active parameters)."""
+
+    tensors: tuple[Tensor, ...]
+    num_experts: int = 0
+    experts_per_token: int = 0
+    tied_embeddings: bool = False
+    extra_name: str = ""  # what place == "extra" holds, e.g. "MTP layer (num_nextn_predict_layers=1)"
+    notes: tuple[str, ...] = ()
+
+    def _sum(self, places: tuple[str, ...]) -> int:
+        return sum(t.params for t in self.tensors if t.place in places)
+
+    @property
+    def params_total(self) -> int:
+        """Parameters the serving model loads (extra layers excluded)."""
+        return self._sum(("embed", "layer", "head"))
+
+    @property
+    def params_extra(self) -> int:
+        return self._sum(("extra",))
+
+    @property
+    def params_expert(self) -> int:
+        return sum(t.params for t in self.tensors if t.expert and t.place != "extra")
+
+    @property
+    def params_active(self) -> int:
+        """Parameters one token runs through: routed experts scaled by top_k / num_experts."""
+        if not self.num_experts:
+            return self.params_total
+        routed = Fraction(self.params_expert * self.experts_per_token, self.num_experts)
+        return self.params_total - self.params_expert + int(routed)
+
+    def by_group(self) -> dict[str, int]:
+        """Parameters per tensor name (summed over layers), for the breakdown table."""
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.name] = out.get(t.name, 0) + t.params
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightFormat:
+    """How weights are stored. Linear weights (optionally routed experts only) use ``scheme``;
+    everything else (embeddings, norms, routers, biases, skipped modules) uses ``base_dtype``.
+
+    Schemes and their exact bytes for a (rows=out, cols=in) matrix of n = rows*cols elements:
+    - ``dense``: n * bytes(base_dtype)
+    - ``fp8``: n + 4 (one fp32 per-tensor scale; vLLM ``Fp8LinearMethod``)
+    - ``fp8_channel``: n + 4 * rows (fp32 scale per output channel)
+    - ``fp8_block``: n + 4 * ceil(rows/b0) * ceil(cols/b1) (DeepSeek-V3 ``weight_block_size``
+      [128, 128], fp32 ``weight_scale_inv``)
+    - ``awq`` / ``gptq`` (int4, group g along the input): n/2 packed + rows*cols/g fp16 scales
+      (2 bytes) + 4-bit zeros packed in int32 (rows*cols/(2g) bytes); GPTQ adds ``g_idx``
+      (4 bytes per input column); ``int4`` (compressed-tensors pack-quantized) stores zeros only
+      when asymmetric
+    - ``mxfp4``: n/2 + n/32 (an e8m0 scale per 32 elements; gpt-oss experts)
+    - ``bnb_nf4``: n/2 + absmax per 64 (fp32, or uint8 + fp32 per 256 blocks when double
+      quantised)
+    - ``bnb_int8``: n + 4 * rows (LLM.int8 fp32 row scale ``SCB``)
+    """
+
+    name: str
+    base_dtype: str = "bf16"
+    scheme: str = "dense"
+    group_size: int = 128
+    block: tuple[int, int] = (128, 128)
+    experts_only: bool = False
+    double_quant: bool = False
+    zero_point: bool = True  # int4 (compressed-tensors): asymmetric schemes store zeros
+    skip: tuple[str, ...] = ()  # tensor-name fragments left unquantised (modules_to_not_convert)
+
+    def quantizes(self, t: Tensor) -> bool:
+        if self.scheme == "dense" or not t.linear:
+            return False
+        if self.experts_only and not t.expert:
+            return False
+        return not any(s and s in t.name for s in self.skip)
+
+    def matrix_bytes(self, rows: int, cols: int, t: Tensor) -> Fraction:
+        n = rows * cols
+        if not self.quantizes(t):
+            return Fraction(n * dtype_bytes(self.base_dtype))
+        s = self.scheme
+        if s == "fp8":
+            return Fraction(n + 4)
+        if s == "fp8_channel":
+            return Fraction(n + 4 * rows)
+        if s == "fp8_block":
+            return Fraction(n + 4 * cdiv(rows, self.block[0]) * cdiv(cols, self.block[1]))
+        if s in ("awq", "gptq", "int4"):
+            group = self.group_size if self.group_size > 0 else cols  # -1: one group per row
+            groups = rows * cdiv(cols, group)
+            zeros = Fraction(groups, 2) if s != "int4" or self.zero_point else Fraction(0)
+            extra = 4 * cols if s == "gptq" else 0
+            return Fraction(n, 2) + 2 * groups + zeros + extra
+        if s == "mxfp4":
+            return Fraction(n, 2) + Fraction(n, 32)
+        if s == "bnb_nf4":
+            blocks = cdiv(n, 64)
+            scale = blocks + 4 * cdiv(blocks, 256) if self.double_quant else 4 * blocks
+            return Fraction(n, 2) + scale
+        if s == "bnb_int8":
+            return Fraction(n + 4 * rows)
+        raise ValueError(f"unknown weight scheme {s!r}")
+
+    def tensor_bytes(self, t: Tensor, tp: int = 1) -> Fraction:
+        rows, cols = t.shape_on_rank(tp)
+        return self.matrix_bytes(rows, cols, t) * t.count
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    per_gpu_bytes: int  # the busiest GPU (max over pipeline stages)
+    total_bytes: int  # the whole model once (tp = pp = 1)
+    per_stage_bytes: tuple[int, ...]
+    extra_bytes: int  # extra layers (MTP), not loaded by default
+
+
+def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1) -> WeightBytes:
+    """Exact weight bytes per GPU under ``tp`` x ``pp`` (ceil to whole bytes per stage)."""
+    num_layers = 1 + max((t.layer for t in w.tensors if t.layer is not None), default=-1)
+    sizes = pp_stage_sizes(num_layers, pp) if num_layers else [0] * pp
+    stage_of: list[int] = [s for s, n in enumerate(sizes) for _ in range(n)]
+    stages = [Fraction(0)] * pp
+    total = Fraction(0)
+    extra = Fraction(0)
+    for t in w.tensors:
+        if t.place == "extra":
+            extra += fmt.tensor_bytes(t)
+            continue
+        total += fmt.tensor_bytes(t)
+        b = fmt.tensor_bytes(t, tp)
+        if t.place == "embed":
+            stages[0] += b
+            if pp > 1 and w.tied_embeddings:
+                stages[-1] += b
+        elif t.place == "head":
+            stages[-1] += b
+        else:
+            stages[stage_of[t.layer] if t.layer is not None else 0] += b
+    per_stage = tuple(-(-s.numerator // s.denominator) for s in stages)
+    return WeightBytes(per_gpu_bytes=max(per_stage), total_bytes=-(-total.numerator // total.denominator),
+                       per_stage_bytes=per_stage, extra_bytes=-(-extra.numerator // extra.denominator))
