@@ -41,3 +41,11 @@ class ParallelismError(KvplanError):
 
 class InputError(KvplanError):
     """A bad command-line value (context length, block size, ...)."""
+
+
+class GpuSpecError(KvplanError):
+    """A GPU YAML file that is malformed or holds a missing or impossible value."""
+
+
+class UnknownGpuError(KvplanError):
+    """A GPU name that is neither a known spec, an alias, nor a YAML file."""

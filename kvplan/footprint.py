@@ -16,7 +16,7 @@ Conventions (documented in docs/footprint.md):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -51,6 +51,7 @@ class Footprint:
     sequences: tuple[SequenceBytes, ...]
     stage_layers: tuple[int, ...]
     notes: tuple[str, ...]
+    layer_costs: tuple[tuple[LayerCost, ...], ...] = field(default=(), compare=False, repr=False)
 
 
 def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
@@ -131,4 +132,5 @@ def kv_footprint(
         bytes_per_token=sum((c.bytes_per_token * c.count for c in rows if c.spec.grows), Fraction(0)),
         state_bytes_per_sequence=sum(c.state_bytes * c.count for c in rows),
         sequences=sequences, stage_layers=tuple(len(s) for s in stages), notes=notes,
+        layer_costs=tuple(tuple(b) for b in by_layer),
     )

@@ -52,6 +52,30 @@ def parse_tokens(text: str) -> int:
     return n
 
 
+BYTE_SUFFIXES = {"b": 1, "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB, "kb": KB, "mb": MB,
+                 "gb": GB, "tb": TB}
+
+
+def parse_bytes(text: str) -> int:
+    """Parse a byte size: ``58880000000``, ``54.84GiB`` (2^30), ``80GB`` (10^9), ``512MiB``.
+
+    Fractional sizes are rounded down to whole bytes. Raises ValueError with a short reason.
+    """
+    s = str(text).strip().lower().replace("_", "").replace(" ", "")
+    num = s.rstrip("kmgtib")
+    suffix = s[len(num):]
+    if suffix not in BYTE_SUFFIXES and suffix != "":
+        raise ValueError(f"{text!r}: unknown unit {suffix!r} (use B, KiB, MiB, GiB, TiB, kB, MB, "
+                         "GB or TB)")
+    try:
+        value = Fraction(num) * BYTE_SUFFIXES.get(suffix, 1)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{text!r} is not a size (use e.g. 54.84GiB, 80GB or a byte count)") from None
+    if value <= 0:
+        raise ValueError(f"{text!r} must be a positive size")
+    return int(value)
+
+
 def format_tokens(n: int) -> str:
     """``131072`` -> ``128k``; counts that are not multiples of 1024 stay as digits."""
     if n >= 1024**2 and n % (1024**2) == 0:

@@ -47,6 +47,7 @@ class Tensor:
     linear: bool = False  # a Linear weight matrix (what weight quantization compresses)
     expert: bool = False  # a routed-expert weight (active per token: top_k / num_experts)
     kv_heads: int = 0  # shard == "kv": heads this tensor's rows hold
+    dtype: str | None = None  # a fixed storage dtype (fp32 buffers), else the format's
 
     @property
     def params(self) -> int:
@@ -149,6 +150,8 @@ class WeightFormat:
 
     def matrix_bytes(self, rows: int, cols: int, t: Tensor) -> Fraction:
         n = rows * cols
+        if t.dtype is not None:
+            return Fraction(n * dtype_bytes(t.dtype))
         if not self.quantizes(t):
             return Fraction(n * dtype_bytes(self.base_dtype))
         s = self.scheme

@@ -211,7 +211,7 @@ def test_bad_contexts(capsys, ctx):
     (["--tp", "abc"], "'abc' is not a valid int"),
     (["--block-size", "0"], "--block-size: must be a positive integer"),
     (["--engine", "hf", "--block-size", "16"], "hf does not page its cache"),
-    (["--engine", "vlm"], "unknown engine 'vlm' (did you mean vllm?)"),
+    (["--engine", "vlm"], "unknown engine 'vlm' (did you mean vllm"),
     (["--kv-dtype", "fp9"], "unknown KV format 'fp9'"),
     (["--kv-dtype", "int4:group=0"], "group='0' in 'int4:group=0' must be a positive integer"),
     (["--kv-dtype", "int4:grp=32"], "bad parameter 'grp=32'"),

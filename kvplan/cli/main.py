@@ -13,7 +13,7 @@ import typer
 from typer.exceptions import TyperException  # typer 0.28 vendors click: its errors derive from this
 
 from ..errors import KvplanError
-from . import formats_cmd, models_cmd, size_cmd
+from . import fit_cmd, formats_cmd, gpus_cmd, models_cmd, size_cmd
 
 app = typer.Typer(
     name="kvplan",
@@ -26,6 +26,8 @@ app = typer.Typer(
 app.command("size", epilog=size_cmd.EXAMPLES)(size_cmd.size)
 app.command("models")(models_cmd.models)
 app.command("formats")(formats_cmd.formats)
+app.command("gpus")(gpus_cmd.gpus)
+app.command("fit", epilog=fit_cmd.EXAMPLES)(fit_cmd.fit)
 
 
 def _fail(message: str) -> int:

@@ -2,7 +2,8 @@
 
 Every engine is one ``EngineLayout`` value, built in its own module (``vllm.py``, ``hf.py``)
 with the behaviour it models and the engine version cited there: ``vllm.py``, ``sglang.py``,
-``hf.py`` (transformers) and ``llama_cpp.py``. ``get_engine("vllm")`` or ``get_engine("hf@4.57")``
+``hf.py`` (transformers), ``llama_cpp.py`` and ``trtllm.py``; the memory budget each engine
+keeps is in ``<engine>_memory.py``. ``get_engine("vllm")`` or ``get_engine("hf@4.57")``
 picks one; the part after ``@`` is the engine version.
 """
 
@@ -16,9 +17,11 @@ from .base import EngineLayout
 
 #: Engine name -> (module, factory); a module is imported only when its engine is used.
 ENGINES = {"vllm": ("vllm", "vllm_layout"), "sglang": ("sglang", "sglang_layout"),
-           "hf": ("hf", "hf_layout"), "llama.cpp": ("llama_cpp", "llama_cpp_layout")}
+           "hf": ("hf", "hf_layout"), "llama.cpp": ("llama_cpp", "llama_cpp_layout"),
+           "trtllm": ("trtllm", "trtllm_layout")}
 ENGINE_ALIASES = {"transformers": "hf", "huggingface": "hf", "llamacpp": "llama.cpp",
-                  "llama-cpp": "llama.cpp", "llama_cpp": "llama.cpp"}
+                  "llama-cpp": "llama.cpp", "llama_cpp": "llama.cpp",
+                  "tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm"}
 DEFAULT_ENGINE = "vllm"
 
 

@@ -53,8 +53,11 @@ class _Inventory:
         if bias:
             self.add(name + ".bias", width)
 
-    def linear(self, name: str, out: int, inp: int, shard: str, bias: bool = False, **kw) -> None:
-        self.add(name + ".weight", out, inp, shard=shard, linear=True, **kw)
+    def linear(self, name: str, out: int, inp: int, shard: str, bias: bool = False,
+               quantized: bool = True, **kw) -> None:
+        """A Linear layer; ``quantized=False`` for ones quantization methods keep in the model
+        dtype (MoE routers, DeepSeek's MTP eh_proj: bf16 in the fp8 checkpoints)."""
+        self.add(name + ".weight", out, inp, shard=shard, linear=quantized, **kw)
         if bias:
             self.add(name + ".bias", out, shard=shard if shard != "row" else "replicated",
                      **{k: v for k, v in kw.items() if k in ("count", "expert", "kv_heads")})
@@ -67,6 +70,8 @@ class _Inventory:
         o_bias = f.flag("attention_bias", False) if self.mt not in QKV_BIAS else False
         if self.mt == "gpt_neox":
             qkv_bias = o_bias = True
+        if self.mt == "gpt_oss":  # GptOssConfig: attention_bias defaults to True
+            qkv_bias = o_bias = f.flag("attention_bias", True)
         if self.mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
             qkv_bias = o_bias = f.flag("bias", False)
         q_rows = spec.num_attention_heads * spec.head_dim_k * (2 if self.mt == "qwen3_next" else 1)
@@ -171,14 +176,14 @@ class _Inventory:
             shared_gate: bool = False, router_bias: bool = False, expert_bias: bool = False,
             score_bias: bool = False) -> None:
         self.num_experts, self.top_k = experts, top_k
-        self.linear("mlp.router", experts, self.hidden, "replicated", router_bias)
-        if score_bias:
-            self.add("mlp.router.e_score_correction_bias", experts)
+        self.linear("mlp.router", experts, self.hidden, "replicated", router_bias, quantized=False)
+        if score_bias:  # an fp32 buffer in the checkpoints and in vLLM
+            self.add("mlp.router.e_score_correction_bias", experts, dtype="fp32")
         self.mlp("mlp.experts", inter, bias=expert_bias, count=experts, expert=True)
         if shared:
             self.mlp("mlp.shared_expert", shared)
         if shared_gate:
-            self.linear("mlp.shared_expert_gate", 1, self.hidden, "replicated")
+            self.linear("mlp.shared_expert_gate", 1, self.hidden, "replicated", quantized=False)
 
 
 def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
@@ -213,7 +218,8 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
             moe_inter = f.integer("moe_intermediate_size")
             inv.moe(f.integer("n_routed_experts"), f.integer("num_experts_per_tok"), moe_inter,
                     shared=moe_inter * (f.opt_int("n_shared_experts", minimum=0) or 0),
-                    score_bias=f.raw("topk_method") == "noaux_tc")
+                    score_bias=f.raw("topk_method", "greedy" if mt == "deepseek_v2" else
+                                     "noaux_tc") == "noaux_tc")  # DeepseekV3Config default
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
     elif mt == "gpt_oss":
@@ -318,7 +324,7 @@ def weight_inventory(model: Model) -> Weights:
             _ffn(inv, len(model.layers) - 1, model.layers[-1], pattern)
             for name in ("enorm", "hnorm", "shared_head.norm"):
                 inv.norm(f"mtp.{name}", hidden)
-            inv.linear("mtp.eh_proj", hidden, 2 * hidden, "replicated")
+            inv.linear("mtp.eh_proj", hidden, 2 * hidden, "replicated", quantized=False)
             inv.add("mtp.embed_tokens", vocab, hidden, shard="vocab")
             inv.add("mtp.shared_head.head", vocab, hidden, shard="vocab")
         extra_name = f"MTP module (num_nextn_predict_layers={mtp}), loaded only as a speculative draft"

@@ -1,0 +1,154 @@
+"""``kvplan fit MODEL --gpu GPU``: budget, KV pool, concurrency, verdict, launch commands."""
+
+# No `from __future__ import annotations` (typer evaluates annotation strings at start-up).
+
+import json
+from typing import Annotated
+
+import typer
+
+from ..errors import InputError
+from ..units import parse_bytes, parse_tokens
+
+EXAMPLES = """\b
+Examples:
+  kvplan fit llama-3-70b --gpu h200 --weight-dtype fp8 --kv-dtype fp8 -c 32k
+  kvplan fit llama-3.1-8b --gpu h100 -c 16k --gpu-memory-utilization 0.95
+  kvplan fit llama-3.1-8b --gpu h100 -c 16k --kv-cache-memory 58.11GiB
+  kvplan fit deepseek-v3 --gpu h200 --tp 8 -c 128k --concurrency 32
+  kvplan fit qwen3-8b --gpu l40s --engine sglang --json"""
+
+
+def _size(value, flag):
+    if value is None:
+        return None
+    try:
+        return parse_bytes(value)
+    except ValueError as e:
+        raise InputError(str(e), field=flag) from None
+
+
+def _tokens(value, flag):
+    if value is None:
+        return None
+    try:
+        return parse_tokens(value)
+    except ValueError as e:
+        raise InputError(str(e), field=flag) from None
+
+
+def _positive(value, flag):
+    if value is not None and value < 1:
+        raise InputError(f"must be a positive integer, got {value}", field=flag)
+    return value
+
+
+def fit(
+    model: Annotated[str, typer.Argument(help="Built-in name, or a path to a config.json.")],
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU key or alias (see `kvplan gpus`), or a "
+                                     "YAML file.")],
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV format: auto, bf16, fp8, "
+                                          "nvfp4, ... (see `kvplan formats`).")] = "auto",
+    weight_dtype: Annotated[str | None, typer.Option(
+        "--weight-dtype", help="Weights: bf16, fp16, fp8, fp8_block, awq, gptq, int4, mxfp4, "
+        "nf4, int8. Default: the config's quantization_config, else its dtype.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="vllm (default; vllm@0.19 for older "
+                                        "rules), sglang, trtllm or llama.cpp.")] = "vllm",
+    context: Annotated[str, typer.Option("--context", "-c", help="Tokens per sequence "
+                                         "(4k = 4096).")] = "8k",
+    max_model_len: Annotated[str | None, typer.Option(
+        "--max-model-len", help="The engine's max model length (default: the context).")] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(
+        "--gpu-memory-utilization", help="vLLM gpu_memory_utilization / SGLang "
+        "mem_fraction_static / TRT-LLM free_gpu_memory_fraction, in (0, 1].")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
+        "--max-num-batched-tokens", help="Profiling batch (vLLM default 8192 on >= 70 GiB "
+        "GPUs, else 2048).")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", help="Sampler warm-up rows (vLLM default 1024 / 256).")] = None,
+    block_size: Annotated[int | None, typer.Option("--block-size", help="KV block size in "
+                                                   "tokens.")] = None,
+    shared_prefix: Annotated[str | None, typer.Option(
+        "--shared-prefix", help="Tokens of a prefix every request shares (counted once, "
+        "whole blocks).")] = None,
+    draft_model: Annotated[str | None, typer.Option(
+        "--draft-model", help="Speculative-decoding draft model (its KV joins the pool).")] = None,
+    num_speculative_tokens: Annotated[int, typer.Option(
+        "--num-speculative-tokens", help="Lookahead tokens per sequence with --draft-model.")] = 0,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", help="Target concurrent sequences; also searches the smallest TP/PP "
+        "that reaches it.")] = None,
+    kv_cache_memory: Annotated[str | None, typer.Option(
+        "--kv-cache-memory", help="Plan a KV pool of exactly this size per GPU (e.g. 54.84GiB), "
+        "as vLLM's --kv-cache-memory-bytes.")] = None,
+    weight_memory: Annotated[str | None, typer.Option(
+        "--weight-memory", help="Override the weights per GPU (e.g. 14.99GiB).")] = None,
+    activation_memory: Annotated[str | None, typer.Option(
+        "--activation-memory", help="Override the activation peak per GPU.")] = None,
+    overhead_memory: Annotated[str | None, typer.Option(
+        "--overhead-memory", help="Override non-torch + CUDA graph memory per GPU.")] = None,
+    total_memory: Annotated[str | None, typer.Option(
+        "--total-memory", help="Override the GPU's driver-reported total memory.")] = None,
+    allow_emulated: Annotated[bool, typer.Option(
+        "--allow-emulated", help="Plan a KV format the GPU cannot run natively.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Does MODEL fit on GPU at this context, with how many concurrent sequences, and how to
+    launch it."""
+    from ..fit import Draft, FitRequest, plan_fit
+    from ..fit_record import fit_record
+    from ..hardware import load_gpu
+    from ..loaders.hf_params import weight_inventory
+    from ..loaders.quant_config import weight_format
+    from ..resolve import load_model
+
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+        raise InputError(f"must be in (0, 1], got {gpu_memory_utilization}",
+                         field="--gpu-memory-utilization")
+    for value, flag in ((tp, "--tp"), (pp, "--pp"), (concurrency, "--concurrency"),
+                        (max_num_batched_tokens, "--max-num-batched-tokens"),
+                        (max_num_seqs, "--max-num-seqs"), (block_size, "--block-size")):
+        _positive(value, flag)
+    if num_speculative_tokens < 0:
+        raise InputError("must be >= 0", field="--num-speculative-tokens")
+    if num_speculative_tokens and not draft_model:
+        raise InputError("needs --draft-model", field="--num-speculative-tokens")
+    spec = load_gpu(gpu)
+    m = load_model(model)
+
+    def inventory(mm):
+        from ..errors import ConfigError
+        try:
+            return weight_inventory(mm)
+        except ConfigError:
+            if weight_memory is None:
+                raise
+            return None
+
+    draft = None
+    if draft_model:
+        dm = load_model(draft_model)
+        draft = Draft(dm, inventory(dm), weight_format(dm, weight_dtype), num_speculative_tokens)
+    req = FitRequest(
+        model=m, weights=inventory(m), weight_format=weight_format(m, weight_dtype), gpu=spec,
+        engine=engine, tp=tp, pp=pp, kv_dtype=kv_dtype, context_tokens=_tokens(context, "--context"),
+        max_model_len=_tokens(max_model_len, "--max-model-len"),
+        utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, block_size_tokens=block_size,
+        shared_prefix_tokens=_tokens(shared_prefix, "--shared-prefix") or 0, draft=draft,
+        concurrency=concurrency, kv_cache_memory_bytes=_size(kv_cache_memory, "--kv-cache-memory"),
+        weight_memory_bytes=_size(weight_memory, "--weight-memory"),
+        activation_memory_bytes=_size(activation_memory, "--activation-memory"),
+        overhead_memory_bytes=_size(overhead_memory, "--overhead-memory"),
+        total_memory_bytes=_size(total_memory, "--total-memory"), allow_emulated=allow_emulated)
+    result = plan_fit(req)
+    for warning in m.warnings:
+        typer.echo(f"kvplan: warning: {warning}", err=True)
+    if as_json:
+        typer.echo(json.dumps(fit_record(result), indent=2))
+        return
+    from .render_fit import render_fit
+
+    render_fit(result)

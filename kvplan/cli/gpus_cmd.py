@@ -1,0 +1,78 @@
+"""``kvplan gpus``: the known GPU specs (built in plus ``KVPLAN_HARDWARE_PATH``)."""
+
+# No `from __future__ import annotations` (typer evaluates annotation strings at start-up).
+
+from typing import Annotated
+
+import typer
+
+from ..gpu import GpuSpec
+
+
+def gpu_record(g: GpuSpec) -> dict:
+    """The public JSON of one GPU spec (names are stable)."""
+    return {
+        "key": g.key, "name": g.name, "vendor": g.vendor, "architecture": g.architecture,
+        "aliases": list(g.aliases), "memory_kind": g.memory_kind,
+        "memory_marketed_label": g.memory_marketed_label,
+        "memory_marketed_bytes": g.memory_marketed_bytes,
+        "memory_driver_total_bytes": g.memory_driver_total_bytes,
+        "memory_driver_total_basis": g.memory_driver_total_basis,
+        "hbm_bandwidth_bytes_per_s": g.hbm_bandwidth_bytes_per_s,
+        "dense_flops_per_s": dict(g.dense_flops_per_s),
+        "native_kv_formats": list(g.native_kv_formats),
+        "interconnect_kind": g.interconnect_kind,
+        "interconnect_bandwidth_bytes_per_s_per_direction":
+            g.interconnect_bandwidth_bytes_per_s_per_direction,
+        "pcie_generation": g.pcie_generation,
+        "pcie_bandwidth_bytes_per_s_per_direction": g.pcie_bandwidth_bytes_per_s_per_direction,
+        "tdp_watts": g.tdp_watts, "price_usd_per_gpu_hour": g.price_usd_per_gpu_hour,
+        "source": g.source,
+    }
+
+
+def gpus(
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+) -> None:
+    """List the known GPUs (use a key or alias as --gpu, or pass your own YAML file)."""
+    import json
+
+    from ..hardware import all_gpus
+    from ..units import GiB
+
+    specs = all_gpus()
+    if as_json:
+        typer.echo(json.dumps([gpu_record(g) for g in specs], indent=2))
+        return
+    from rich.table import Table
+
+    from .render import console
+
+    table = Table(title=f"{len(specs)} GPUs (memory: marketed label, and the total the driver "
+                  "reports to programs, which budgets start from)", title_justify="left")
+    cols = ("key", "arch", "marketed", "driver total", "HBM TB/s", "bf16 TFLOP/s", "fp8", "fp4",
+            "KV natively", "link GB/s/dir", "TDP W", "$/GPU-h")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("key", "arch", "KV natively") else "right",
+                         no_wrap=True)
+
+    def tflops(g: GpuSpec, dtype: str) -> str:
+        v = g.dense_flops_per_s.get(dtype)
+        return f"{v / 1e12:,.0f}" if v else "-"
+
+    for g in specs:
+        natives = sorted({f.split("_")[0] for f in g.native_kv_formats
+                          if f not in ("fp32", "fp16", "bf16")})
+        table.add_row(
+            g.key, g.architecture, g.memory_marketed_label,
+            f"{g.memory_driver_total_bytes / GiB:.2f} GiB" + ("*" if g.memory_driver_total_basis
+                                                            == "estimated" else ""),
+            f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}", tflops(g, "bf16"), tflops(g, "fp8"),
+            tflops(g, "fp4"), ", ".join(natives) or "16-bit only",
+            f"{g.interconnect_bandwidth_bytes_per_s_per_direction / 1e9:,.0f}",
+            str(g.tdp_watts), f"{g.price_usd_per_gpu_hour:.2f}")
+    out = console()
+    out.print(table)
+    out.print("* estimated driver total (no published measurement found; see the YAML's "
+              "driver_total_note). Dense FLOP/s (no sparsity). TB/s, GB/s and TFLOP/s are "
+              "decimal (10^12, 10^9); GiB is 2^30.", style="dim")

@@ -1,0 +1,60 @@
+"""Terminal rendering of ``kvplan fit``."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ..fit import FitResult
+from ..units import GiB, format_tokens
+from .render import console
+
+
+def _gib(n: int) -> str:
+    return f"{n / GiB:,.2f} GiB"
+
+
+def render_fit(r: FitResult) -> None:
+    out = console()
+    req, b = r.request, r.budget
+    m = req.model
+    out.print(f"{m.name} on {req.gpu.name}  engine {r.layout.label}  tp {req.tp}  pp {req.pp}  "
+              f"KV {r.kv_format}  weights {req.weight_format.name}  context "
+              f"{format_tokens(req.context_tokens)} (max_model_len {r.max_model_len:,})")
+    if r.params_total is not None:
+        active = (f", {r.params_active:,} active per token" if r.params_active != r.params_total
+                  else "")
+        extra = (f"; + {req.weights.params_extra:,} in the {req.weights.extra_name}"
+                 if req.weights and req.weights.params_extra else "")
+        out.print(f"parameters: {r.params_total:,}{active}{extra}")
+    out.print(b.rules, style="dim")
+    t = Table(title=f"Memory budget per GPU (stage {min(r.stages, key=lambda s: s.budget.kv_pool_bytes).stage}"
+              f" of {len(r.stages)}; GiB = 2^30 B)", title_justify="left")
+    for col in ("term", "bytes", "GiB", "how", "override"):
+        t.add_column(col, justify="right" if col in ("bytes", "GiB") else "left")
+    for term in b.terms:
+        mark = " (given)" if term.overridden else ""
+        t.add_row(term.label + mark, f"{term.bytes:,}", _gib(term.bytes).removesuffix(" GiB"),
+                  term.how, term.flag)
+    out.print(t)
+    blocks = min((s.num_blocks for s in r.stages if s.num_blocks is not None), default=None)
+    pool = f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {r.kv_pool_tokens:,} tokens"
+    if blocks is not None:
+        pool += f" ({blocks:,} blocks of {r.block_size_tokens} tokens)"
+    out.print(pool)
+    out.print(f"one {req.context_tokens:,}-token sequence: {r.per_sequence_bytes:,} B "
+              f"({_gib(r.per_sequence_bytes)}) on the busiest GPU")
+    out.print(f"maximum concurrency at {req.context_tokens:,} tokens: {r.max_concurrency:,} whole "
+              f"sequences; engine's figure: maximum concurrency for {r.max_model_len:,} tokens per "
+              f"request: {r.engine_max_concurrency:.2f}x")
+    out.print(("FITS: " if r.fits else "DOES NOT FIT: ") + r.verdict.split(": ", 1)[-1])
+    if r.suggestion:
+        tp, pp = r.suggestion
+        out.print(f"smallest layout on {req.gpu.name} reaching {req.concurrency or 1} sequence(s): "
+                  f"tp {tp} x pp {pp} ({r.suggestion_concurrency:,} sequences)")
+    elif req.concurrency or not r.fits:
+        out.print(f"no layout up to tp 8 x pp 8 on {req.gpu.name} reaches the target")
+    for note in r.notes:
+        out.print(f"note: {note}", style="dim")
+    out.print("launch:")
+    for name, cmd in r.launch.items():
+        out.print(f"  {name}: {cmd}", soft_wrap=True)

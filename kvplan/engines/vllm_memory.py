@@ -1,0 +1,96 @@
+"""vLLM's memory budget (V1 ``gpu_worker.determine_available_memory``), by release.
+
+Modelled (sources and real logs in docs/budget-research.md):
+- ``requested = total x gpu_memory_utilization`` where total is ``cudaMemGetInfo``'s
+  (the GPU's driver-reported total); the default utilisation is 0.9, 0.92 in current releases
+  (seen from 0.25; the exact switch is not documented, so ``vllm@0.24`` and older use 0.9).
+- ``available = requested - weights - torch peak increase - non-torch increase`` and, since
+  0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` on by default), minus the estimated CUDA
+  graph memory; before 0.21 graphs live in the ``1 - utilisation`` headroom.
+  Memory in use before the init snapshot (the CUDA context) is not charged.
+- ``--kv-cache-memory-bytes`` replaces the whole computation (profiling still runs).
+- Estimates (empirical fits to vLLM 0.19 H100 logs, each overridable):
+  torch peak = max(forward, sampler): forward = ``max_num_batched_tokens x (3 x
+  intermediate/tp + 6 x hidden) x 2 B`` (gate/up, activation and residual tensors in bf16);
+  sampler warm-up = ``15.45 B x max_num_seqs x vocab`` on the last pipeline stage (fp32
+  logits, sort values and int64 indices, probabilities; 39 B up to 0.16);
+  non-torch = 0.25 GiB on one GPU, 2.1 GiB per GPU with TP (NCCL / custom all-reduce buffers);
+  CUDA graphs = 768 MiB + 5 MiB per layer (+ 384 MiB with TP).
+- Defaults for ``vllm serve`` (``EngineArgs._set_default_args``): GPUs with >= 70 GiB that
+  are not A100s get ``max_num_batched_tokens`` 8192 and ``max_num_seqs`` 1024; others 2048 and
+  256. Block size 16 (64 for MLA on Hopper: FlashMLA; 128 on Blackwell: CUTLASS MLA).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..budget import Budget, BudgetInputs, assemble
+from ..units import GiB, MiB
+from .base import version_tuple
+
+
+def default_utilization(version: str) -> Fraction:
+    return Fraction(9, 10) if version_tuple(version) <= (0, 24, 99) else Fraction(92, 100)
+
+
+def subtracts_cuda_graphs(version: str) -> bool:
+    return version_tuple(version) >= (0, 21)
+
+
+def serve_defaults(total_bytes: int, gpu_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that ``vllm serve`` picks on this GPU."""
+    if total_bytes >= 70 * GiB and "a100" not in gpu_name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+def mla_block_size(architecture: str) -> int:
+    return 128 if architecture == "blackwell" else 64
+
+
+def sampler_bytes_per_element(version: str) -> Fraction:
+    return Fraction(3945, 100) if version_tuple(version) <= (0, 16, 99) else Fraction(1545, 100)
+
+
+def forward_peak_bytes(i: BudgetInputs) -> int:
+    return i.max_num_batched_tokens * (3 * i.intermediate_per_rank + 6 * i.hidden_size) * 2
+
+
+def activation_estimate(i: BudgetInputs, version: str, last_stage: bool = True) -> tuple[int, str]:
+    forward = forward_peak_bytes(i)
+    sampler = int(sampler_bytes_per_element(version) * i.max_num_seqs * i.vocab_size) if last_stage else 0
+    how = (f"max(forward {i.max_num_batched_tokens:,} tokens x (3 x {i.intermediate_per_rank:,} + 6 x "
+           f"{i.hidden_size:,}) x 2 B = {forward:,}, sampler {float(sampler_bytes_per_element(version))}"
+           f" B x {i.max_num_seqs:,} seqs x {i.vocab_size:,} vocab = {sampler:,})")
+    return max(forward, sampler), how
+
+
+def non_torch_estimate(tp: int) -> int:
+    return (21 * GiB) // 10 if tp > 1 else GiB // 4
+
+
+def cuda_graph_estimate(num_layers: int, tp: int) -> int:
+    return 768 * MiB + 5 * MiB * num_layers + (384 * MiB if tp > 1 else 0)
+
+
+def vllm_budget(i: BudgetInputs, version: str, *, last_stage: bool = True) -> Budget:
+    util = (Fraction(i.utilization).limit_denominator(10**6) if i.utilization is not None
+            else default_utilization(version))
+    requested = int(i.total_bytes * util)
+    act = activation_estimate(i, version, last_stage)
+    non_torch = non_torch_estimate(i.tp)
+    graphs = cuda_graph_estimate(i.num_layers, i.tp) if subtracts_cuda_graphs(version) else 0
+    over_how = (f"non-torch {non_torch:,} B ({'NCCL / all-reduce buffers with TP' if i.tp > 1 else 'one GPU'})"
+                + (f" + CUDA graphs {graphs:,} B (subtracted since 0.21)" if graphs else
+                   "; CUDA graphs use the 1 - utilisation headroom before 0.21"))
+    a = i.activation_bytes if i.activation_bytes is not None else act[0]
+    o = i.runtime_overhead_bytes if i.runtime_overhead_bytes is not None else non_torch + graphs
+    graphs_rule = " - CUDA graphs" if subtracts_cuda_graphs(version) else ""
+    return assemble(
+        i, engine=f"vllm {version}",
+        rules=f"vLLM {version}: pool = total x gpu_memory_utilization - weights - activation "
+              f"peak - non-torch{graphs_rule}",
+        usable=requested, usable_label=f"x gpu_memory_utilization {float(util):g}",
+        usable_how=f"int(total x {float(util):g})", act=act, overhead=(non_torch + graphs, over_how),
+        pool=(requested - i.weights_bytes - a - o, "usable - weights - activation - overhead"))

@@ -1,0 +1,52 @@
+"""FitResult -> the public JSON of ``kvplan fit --json``. Pure.
+
+The keys named in the issue (model, gpu, engine, tp, pp, kv_dtype, weight_dtype,
+context_tokens, params_total, params_active, memory{total_bytes, weights_bytes,
+activation_bytes, runtime_overhead_bytes, kv_pool_bytes}, kv_pool_tokens, per_sequence_bytes,
+max_concurrency, engine_max_concurrency, fits, launch) are a public interface: keep them.
+"""
+
+from __future__ import annotations
+
+from .fit import FitResult
+
+
+def fit_record(r: FitResult) -> dict:
+    req = r.request
+    b = r.budget
+    busiest = min(r.stages, key=lambda s: s.budget.kv_pool_bytes)
+    return {
+        "model": req.model.name,
+        "gpu": req.gpu.key,
+        "engine": r.layout.label,
+        "engine_rules": b.rules,
+        "tp": req.tp,
+        "pp": req.pp,
+        "kv_dtype": r.kv_format,
+        "weight_dtype": req.weight_format.name,
+        "context_tokens": req.context_tokens,
+        "max_model_len": r.max_model_len,
+        "block_size_tokens": r.block_size_tokens,
+        "max_num_batched_tokens": r.max_num_batched_tokens,
+        "max_num_seqs": r.max_num_seqs,
+        "params_total": r.params_total,
+        "params_active": r.params_active,
+        "params_extra": req.weights.params_extra if req.weights else None,
+        "memory": b.memory,
+        "budget_terms": [{"key": t.key, "label": t.label.strip(" -=x"), "bytes": t.bytes,
+                          "how": t.how, "flag": t.flag, "overridden": t.overridden,
+                          "subtracted": t.subtracted} for t in b.terms],
+        "kv_pool_blocks": min((s.num_blocks for s in r.stages if s.num_blocks is not None),
+                              default=None),
+        "kv_pool_tokens": r.kv_pool_tokens,
+        "per_sequence_bytes": r.per_sequence_bytes,
+        "max_concurrency": r.max_concurrency,
+        "engine_max_concurrency": round(r.engine_max_concurrency, 4),
+        "fits": r.fits,
+        "verdict": r.verdict,
+        "busiest_stage": busiest.stage,
+        "suggestion": ({"tp": r.suggestion[0], "pp": r.suggestion[1],
+                        "max_concurrency": r.suggestion_concurrency} if r.suggestion else None),
+        "notes": list(r.notes),
+        "launch": r.launch,
+    }

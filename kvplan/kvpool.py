@@ -1,0 +1,152 @@
+"""How a paged engine turns a KV pool of N bytes into blocks, tokens and concurrency. Pure.
+
+vLLM (``vllm/v1/core/kv_cache_utils.py``, read for releases 0.10 - 0.19):
+
+- Each attention layer has a spec (kind, page bytes per block on one rank, window); a Mamba
+  layer's page is its whole state (padded up to the attention page for hybrids, see
+  ``vllm_hybrid_block_size``).
+- ``get_kv_cache_groups``: all specs equal -> one group of every layer
+  (``_get_kv_cache_groups_uniform_spec``); one kind whose pages differ -> one group whose
+  block holds every layer's page (``UniformTypeKVCacheSpecs``); several kinds with one page
+  size -> ``_get_kv_cache_groups_uniform_page_size``: ``group_size`` = the fewest layers of
+  any kind (the most, when that is < 1.25x the fewest); each kind is cut into
+  ``cdiv(layers, group_size)`` groups, the last one padded (vLLM warns "Add N padding
+  layers").
+- One shared pool of blocks, each ``page x group_size`` bytes:
+  ``num_blocks = available // page // group_size`` (``get_num_blocks``); every rank (and
+  pipeline stage) then takes the minimum.
+- Logged ``GPU KV cache size: N tokens`` = ``num_blocks // num_groups * min block size``.
+- Logged ``Maximum concurrency for L tokens per request: X`` = ``num_blocks /
+  cdiv(sum over groups of one layer's max_memory_usage_bytes, page)``
+  (``get_max_concurrency_for_kv_cache_config``) with per-layer maxima: full / MLA
+  ``cdiv(L, B)`` pages; sliding ``cdiv(min(W - 1 + max_num_batched_tokens, L), B) + 1``;
+  chunked ``cdiv(min(C + max_num_batched_tokens, L), B)``; Mamba one page.
+
+Worked example (real vLLM 0.19 log, gpt-oss-20b, TP 2, H100): 12 sliding (W 128) + 12 full
+layers, 4 KV heads per rank x 64 x 2 (K, V) x 2 B x 16 tokens = 16,384 B pages, group_size 12,
+2 groups; 59.32 GiB // (16,384 x 12) = 323,972 blocks -> 323,972 // 2 x 16 = 2,591,776 tokens
+(logged: 2,591,776); per request 512 + 513 = 1,025 blocks -> 316.07x (logged: 316.07x).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from .units import cdiv
+
+
+@dataclass(frozen=True)
+class PoolLayer:
+    """One cache layer on one rank as a paged engine sees it."""
+
+    key: Hashable  # equal keys group together (the spec, as vLLM hashes KVCacheSpec)
+    kind: str  # "full", "sliding", "chunked", "state"
+    page_bytes: int  # one block of this layer on one rank
+    block_tokens: int  # tokens per block (a state layer: its block covers any length)
+    window_tokens: int | None = None  # sliding window W or chunk C
+
+
+@dataclass(frozen=True)
+class PoolGroups:
+    groups: tuple[tuple[int, ...], ...]  # layer indices of each KV cache group
+    group_size: int  # layers (real or padding) per group
+    block_bytes: int  # one block across a group (what num_blocks divides)
+    padding_layers: int
+    page_bytes: int  # the per-layer page (uniform page-size case) or the block's bytes
+    uniform_type: bool  # one kind, unequal pages: every layer in one group
+
+
+def vllm_groups(layers: Sequence[PoolLayer]) -> PoolGroups:
+    """vLLM's KV cache groups for one rank's layers (see the module docstring)."""
+    if not layers:
+        raise ValueError("no cache layers")
+    kinds = {lay.kind for lay in layers}
+    pages = {lay.page_bytes for lay in layers}
+    keys = {lay.key for lay in layers}
+    all_idx = tuple(range(len(layers)))
+    if len(keys) == 1:
+        page = layers[0].page_bytes
+        return PoolGroups((all_idx,), len(layers), page * len(layers), 0, page, False)
+    if len(kinds) == 1 and len({(lay.kind, lay.window_tokens, lay.block_tokens) for lay in layers}) == 1:
+        total = sum(lay.page_bytes for lay in layers)
+        return PoolGroups((all_idx,), len(layers), total, 0, total, True)
+    if len(pages) != 1:
+        raise ValueError("cache layers of different kinds with different page sizes: vLLM has "
+                         "no KV cache grouping for this model")
+    by_key: dict[Hashable, list[int]] = {}
+    for i, lay in enumerate(layers):
+        by_key.setdefault(lay.key, []).append(i)
+    sizes = [len(v) for v in by_key.values()]
+    group_size = min(sizes)
+    if max(sizes) < min(sizes) * 1.25:
+        group_size = max(sizes)
+    groups: list[tuple[int, ...]] = []
+    padding = 0
+    for idx in by_key.values():
+        n = cdiv(len(idx), group_size)
+        padding += n * group_size - len(idx)
+        groups.extend(tuple(idx[i::n]) for i in range(n))
+    page = pages.pop()
+    return PoolGroups(tuple(groups), group_size, page * group_size, padding, page, False)
+
+
+def vllm_num_blocks(available_bytes: int, groups: PoolGroups) -> int:
+    """``get_num_blocks``: whole blocks of every group's layers that fit the pool."""
+    if available_bytes <= 0:
+        return 0
+    if groups.uniform_type:
+        return available_bytes // groups.block_bytes
+    return available_bytes // groups.page_bytes // groups.group_size
+
+
+def vllm_pool_tokens(num_blocks: int, groups: PoolGroups, layers: Sequence[PoolLayer]) -> int:
+    """The ``GPU KV cache size: N tokens`` figure."""
+    block = min(layers[g[0]].block_tokens for g in groups.groups)
+    return num_blocks // len(groups.groups) * block
+
+
+def layer_max_usage_bytes(lay: PoolLayer, max_model_len: int, max_num_batched_tokens: int) -> int:
+    """``KVCacheSpec.max_memory_usage_bytes`` of one layer for one request."""
+    b = lay.block_tokens
+    if lay.kind == "state":
+        return lay.page_bytes
+    if lay.kind == "sliding" and lay.window_tokens:
+        n = min(lay.window_tokens - 1 + max_num_batched_tokens, max_model_len)
+        return (cdiv(n, b) + 1) * lay.page_bytes
+    if lay.kind == "chunked" and lay.window_tokens:
+        n = min(lay.window_tokens + max_num_batched_tokens, max_model_len)
+        return cdiv(n, b) * lay.page_bytes
+    return cdiv(max_model_len, b) * lay.page_bytes
+
+
+def vllm_blocks_per_request(groups: PoolGroups, layers: Sequence[PoolLayer], max_model_len: int,
+                            max_num_batched_tokens: int) -> int:
+    """Blocks of the shared pool one request of ``max_model_len`` tokens may need."""
+    if groups.uniform_type:
+        usage = sum(layer_max_usage_bytes(lay, max_model_len, max_num_batched_tokens)
+                    for lay in layers)
+        return cdiv(usage, groups.block_bytes)
+    usage = sum(layer_max_usage_bytes(layers[g[0]], max_model_len, max_num_batched_tokens)
+                for g in groups.groups)
+    return cdiv(usage * groups.group_size, groups.page_bytes * groups.group_size)
+
+
+def vllm_max_concurrency(num_blocks: int, groups: PoolGroups, layers: Sequence[PoolLayer],
+                         max_model_len: int, max_num_batched_tokens: int) -> float:
+    """The ``Maximum concurrency for L tokens per request: X`` figure."""
+    per = vllm_blocks_per_request(groups, layers, max_model_len, max_num_batched_tokens)
+    return num_blocks / per if per else float("inf")
+
+
+def vllm_hybrid_block_size(attn_page_bytes_per_token: int, state_page_bytes: int,
+                           block_size_tokens: int | None, alignment_tokens: int = 16) -> int:
+    """``HybridAttentionMambaModelConfig.verify_and_update_config``: the attention block is
+    raised to the smallest multiple of ``alignment_tokens`` whose page covers a Mamba page
+    (unless the user's block is already larger). Nemotron-H-56B, bf16, TP 1: Mamba page
+    (conv 3 x 18,432 + ssm 128 x 64 x 256) x 2 B = 4,304,896 B; attention 8 heads x 128 x 2
+    x 2 B = 4,096 B per token -> 16 x cdiv(4,304,896, 65,536) = 1,056 tokens."""
+    need = alignment_tokens * cdiv(state_page_bytes, alignment_tokens * attn_page_bytes_per_token)
+    if block_size_tokens is None or block_size_tokens < need:
+        return need
+    return block_size_tokens

@@ -1,0 +1,110 @@
+"""Ready-to-paste launch commands that realise a ``FitResult``. Pure string building.
+
+Flag names as each engine spells them (docs/budget-research.md section 8): ``vllm serve``,
+``python -m sglang.launch_server``, ``trtllm-serve`` and ``llama-server``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING
+
+from .engines.vllm_memory import default_utilization
+
+if TYPE_CHECKING:
+    from .fit import FitResult
+
+#: kvplan KV format -> each engine's --kv-cache-dtype value (None: the engine has no such mode).
+VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
+           "nvfp4": "nvfp4", "int8_per_token": "int8_per_token_head"}
+SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+             "nvfp4": "fp4_e2m1"}
+TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
+LLAMA_KV = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0",
+            "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1", "iq4_nl": "iq4_nl"}
+
+
+def _join(parts: list[str]) -> str:
+    return " ".join(shlex.quote(p) if i else p for i, p in enumerate(parts))
+
+
+def _model_ref(r: FitResult) -> str:
+    m = r.request.model
+    return m.hub_id or m.source or m.name
+
+
+def _sequences(r: FitResult) -> int:
+    return max(1, min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1))
+
+
+def vllm_command(r: FitResult) -> str:
+    req = r.request
+    kv = r.kv_format.split(":", 1)[0]
+    util = req.utilization if req.utilization is not None else float(default_utilization(
+        r.layout.version if r.layout.name == "vllm" else "main"))
+    parts = ["vllm", "serve", _model_ref(r), "--tensor-parallel-size", str(req.tp),
+             "--pipeline-parallel-size", str(req.pp), "--max-model-len", str(r.max_model_len),
+             "--max-num-seqs", str(_sequences(r)), "--kv-cache-dtype", VLLM_KV.get(kv, kv),
+             "--gpu-memory-utilization", f"{util:g}", "--block-size", str(r.block_size_tokens)]
+    if req.max_num_batched_tokens:
+        parts += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
+    if req.kv_cache_memory_bytes is not None:
+        parts += ["--kv-cache-memory-bytes", str(req.kv_cache_memory_bytes)]
+    if req.draft:
+        spec = {"model": req.draft.model.hub_id or req.draft.model.name,
+                "num_speculative_tokens": req.draft.num_speculative_tokens}
+        parts += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return _join(parts)
+
+
+def sglang_command(r: FitResult) -> str:
+    req = r.request
+    kv = r.kv_format.split(":", 1)[0]
+    parts = ["python", "-m", "sglang.launch_server", "--model-path", _model_ref(r), "--tp-size",
+             str(req.tp), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
+             "--max-running-requests", str(_sequences(r)), "--kv-cache-dtype",
+             SGLANG_KV.get(kv, kv)]
+    if r.layout.name == "sglang":
+        parts += ["--mem-fraction-static", f"{r.budget.usable_bytes / max(r.budget.total_bytes - r.budget.runtime_overhead_bytes, 1):.3f}",
+                  "--page-size", str(r.block_size_tokens)]
+    if req.draft:
+        parts += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
+                  req.draft.model.hub_id or req.draft.model.name, "--speculative-num-draft-tokens",
+                  str(req.draft.num_speculative_tokens)]
+    return _join(parts)
+
+
+def trtllm_command(r: FitResult) -> str:
+    req = r.request
+    kv = r.kv_format.split(":", 1)[0]
+    options = {"kv_cache_config": {"dtype": TRTLLM_KV.get(kv, kv)}}
+    parts = ["trtllm-serve", _model_ref(r), "--backend", "pytorch", "--tp_size", str(req.tp),
+             "--pp_size", str(req.pp), "--max_seq_len", str(r.max_model_len), "--max_batch_size",
+             str(_sequences(r)), "--kv_cache_free_gpu_memory_fraction",
+             f"{req.utilization if (req.utilization and r.layout.name == 'trtllm') else 0.9:g}"]
+    cmd = _join(parts)
+    return (f"printf '%s\\n' {shlex.quote(json.dumps(options))} > extra.yaml && "
+            f"{cmd} --extra_llm_api_options extra.yaml")
+
+
+def llama_cpp_command(r: FitResult) -> str:
+    req = r.request
+    k = r.footprint.formats.k.name
+    v = r.footprint.formats.v.name
+    n = _sequences(r)
+    parts = ["llama-server", "-m", f"{r.request.model.name}.gguf", "-c", str(r.request.context_tokens * n),
+             "-np", str(n), "-ctk", LLAMA_KV.get(k, "f16"), "-ctv", LLAMA_KV.get(v, "f16"),
+             "-fa", "on", "-ngl", "999"]
+    if req.tp * req.pp > 1:
+        parts += ["--split-mode", "layer"]
+    return _join(parts)
+
+
+def launch_commands(r: FitResult) -> dict[str, str]:
+    """engine -> command, the planned engine first. A format an engine lacks is noted in place
+    of a flag value the engine would reject."""
+    out = {"vllm": vllm_command(r), "sglang": sglang_command(r), "trtllm": trtllm_command(r),
+           "llama.cpp": llama_cpp_command(r)}
+    first = r.layout.name
+    return {first: out[first], **{k: v for k, v in out.items() if k != first}}

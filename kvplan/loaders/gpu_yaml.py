@@ -1,0 +1,119 @@
+"""GPU YAML (``hardware_specs/*.yaml``) -> ``GpuSpec``. A pydantic schema with
+``extra="forbid"`` validates every file; errors name the file, line and field.
+
+Byte, FLOP/s and bandwidth figures are strict positive integers; the marketed label and the
+driver-reported total are both required because budgets start from the latter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+
+from ..errors import GpuSpecError, KvplanError
+from ..formats import parse_format
+from ..gpu import ARCHITECTURES, FLOP_DTYPES, GpuSpec
+from .yaml_file import read_yaml, validation_error
+
+PositiveInt = Annotated[StrictInt, Field(gt=0)]
+Text = Annotated[str, Field(min_length=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Memory(_Strict):
+    kind: Text
+    marketed_label: Text
+    marketed_bytes: PositiveInt
+    driver_total_bytes: PositiveInt
+    driver_total_basis: Literal["reported", "estimated"]
+    driver_total_note: Text
+
+    @model_validator(mode="after")
+    def _driver_not_above_physical(self) -> Memory:
+        if self.driver_total_bytes > self.marketed_bytes:
+            raise ValueError(f"driver_total_bytes ({self.driver_total_bytes:,}) exceeds "
+                             f"marketed_bytes ({self.marketed_bytes:,}); the driver reports "
+                             "a little less than the physical memory")
+        return self
+
+
+class Interconnect(_Strict):
+    kind: Text
+    bandwidth_bytes_per_s_per_direction: PositiveInt
+    note: str = ""
+
+
+class Pcie(_Strict):
+    generation: Annotated[StrictInt, Field(ge=1, le=7)]
+    bandwidth_bytes_per_s_per_direction: PositiveInt
+
+
+class Sources(_Strict):
+    memory: Text
+    driver_total: Text
+    bandwidth: Text
+    flops: Text
+    interconnect: Text
+    pcie: Text
+    tdp: Text
+    price: Text
+
+
+class GpuFile(_Strict):
+    name: Text
+    vendor: Literal["nvidia", "amd", "intel"]
+    architecture: Literal[ARCHITECTURES]  # type: ignore[valid-type]
+    aliases: list[Text] = []
+    memory: Memory
+    hbm_bandwidth_bytes_per_s: PositiveInt
+    dense_flops_per_s: dict[Literal[FLOP_DTYPES], PositiveInt]  # type: ignore[valid-type]
+    native_kv_formats: list[Text]
+    interconnect: Interconnect
+    pcie: Pcie
+    tdp_watts: PositiveInt
+    price_usd_per_gpu_hour: Annotated[float, Field(gt=0, strict=False)]
+    price_note: Text
+    sources: Sources
+
+    @model_validator(mode="after")
+    def _checks(self) -> GpuFile:
+        if "bf16" not in self.dense_flops_per_s:
+            raise ValueError("dense_flops_per_s needs a bf16 entry")
+        for name in self.native_kv_formats:
+            try:
+                parse_format(name)
+            except KvplanError as e:
+                raise ValueError(f"native_kv_formats: {e.detail}") from None
+        return self
+
+
+def gpu_from_file(path: Path) -> GpuSpec:
+    data, locate = read_yaml(path, GpuSpecError)
+    if not isinstance(data, dict):
+        raise GpuSpecError("expected a mapping of GPU fields at the top level", source=str(path))
+    try:
+        f = GpuFile.model_validate(data)
+    except ValidationError as e:
+        raise validation_error(e, path, locate, GpuSpecError) from None
+    m = f.memory
+    return GpuSpec(
+        key=path.stem, name=f.name, vendor=f.vendor, architecture=f.architecture,
+        aliases=tuple(f.aliases), memory_kind=m.kind, memory_marketed_label=m.marketed_label,
+        memory_marketed_bytes=m.marketed_bytes, memory_driver_total_bytes=m.driver_total_bytes,
+        memory_driver_total_basis=m.driver_total_basis, driver_total_note=m.driver_total_note,
+        hbm_bandwidth_bytes_per_s=f.hbm_bandwidth_bytes_per_s,
+        dense_flops_per_s=dict(f.dense_flops_per_s),
+        native_kv_formats=tuple(parse_format(n).name for n in f.native_kv_formats),
+        interconnect_kind=f.interconnect.kind,
+        interconnect_bandwidth_bytes_per_s_per_direction=(
+            f.interconnect.bandwidth_bytes_per_s_per_direction),
+        pcie_generation=f.pcie.generation,
+        pcie_bandwidth_bytes_per_s_per_direction=f.pcie.bandwidth_bytes_per_s_per_direction,
+        tdp_watts=f.tdp_watts, price_usd_per_gpu_hour=f.price_usd_per_gpu_hour,
+        price_note=f.price_note, sources=f.sources.model_dump(), source=str(path),
+    )

@@ -1,0 +1,85 @@
+"""Read a YAML file safely and turn validation errors into one line naming file, line and
+field (``h100.yaml:12: memory.driver_total_bytes: ...``). ``yaml.safe_load`` semantics only.
+
+PyYAML is YAML 1.1: ``4.8e12`` loads as a *string* and ``no`` as False, so a numeric field
+holding a numeric-looking string gets a hint to write an integer with ``_`` separators.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import KvplanError
+
+NUMERIC_LOOKING = re.compile(r"^[+-]?(\d[\d_]*)?\.?\d*([eE][+-]?\d+)?$")
+
+
+def _node_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+    lines = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            lines[(*path, key.value)] = key.start_mark.line + 1
+            lines.update(_node_lines(value, (*path, key.value)))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines.update(_node_lines(item, (*path, i)))
+    return lines
+
+
+def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tuple], int | None]]:
+    """The document and a function mapping a field path to its line number."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise error(f"cannot read file: {e.strerror}", source=str(path)) from None
+    except UnicodeDecodeError as e:
+        raise error(f"not UTF-8 text (byte {e.start})", source=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise error(f"malformed YAML: {problem}", source=f"{path}{where}") from None
+    lines = _node_lines(node) if node is not None else {}
+
+    def locate(field_path: tuple) -> int | None:
+        for n in range(len(field_path), -1, -1):
+            if tuple(field_path[:n]) in lines:
+                return lines[tuple(field_path[:n])]
+        return None
+
+    return data, locate
+
+
+def validation_error(exc: Any, path: Path, locate: Callable[[tuple], int | None],
+                     error: type[KvplanError]) -> KvplanError:
+    """The first pydantic error as one KvplanError line with file:line and dotted field."""
+    first = exc.errors()[0]
+    loc = tuple(first.get("loc", ()))
+    dotted = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
+    line = locate(loc)
+    msg = first.get("msg", "invalid value")
+    kind = first.get("type", "")
+    value = first.get("input")
+    if kind == "extra_forbidden":
+        msg = "unknown field"
+    elif kind == "missing":
+        msg = "missing required field"
+    elif isinstance(value, str) and NUMERIC_LOOKING.match(value.strip()) and value.strip():
+        msg += f" (got the string {value!r}: YAML 1.1 reads that as text; write an integer " \
+               "with _ separators, e.g. 4_800_000_000_000)"
+    elif value is not None and kind not in ("missing",):
+        shown = repr(value)
+        msg += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    more = len(exc.errors()) - 1
+    if more:
+        msg += f" [+{more} more error{'s' if more > 1 else ''}]"
+    source = f"{path}:{line}" if line else str(path)
+    return error(msg, source=source, field=dotted or None)
