@@ -74,7 +74,7 @@ def assemble(i: BudgetInputs, *, engine: str, rules: str, usable: int, usable_la
     ``--kv-cache-memory`` replaces the pool (every other term is then shown, not used)."""
     fixed = i.kv_cache_memory_bytes is not None
     computed, pool_how = pool
-    kv = i.kv_cache_memory_bytes if fixed else max(computed, 0)
+    kv = i.kv_cache_memory_bytes if i.kv_cache_memory_bytes is not None else max(computed, 0)
     act_bytes, act_how = (i.activation_bytes, "given") if i.activation_bytes is not None else act
     over_bytes, over_how = ((i.runtime_overhead_bytes, "given") if i.runtime_overhead_bytes
                             is not None else overhead)

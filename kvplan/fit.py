@@ -356,20 +356,10 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
                          f"{len(g.groups)} groups of {g.group_size} layers share each block")
     else:
         busiest = max(plans, key=lambda p: per_seq[p.stage] / max(p.budget.kv_pool_bytes, 1))
-        costs_all = [c for layer in fp.layer_costs for c in layer]
         rng = pp_stages(fp.model.num_layers, req.pp)[busiest.stage]
         costs = [c for i in rng for c in fp.layer_costs[i]]
-        cell = ceil_bytes(sum((c.rank_bytes_for_tokens(1) for c in costs if not c.state_bytes_per_rank),
-                              Fraction(0)))
-        pool = busiest.budget.kv_pool_bytes
-        tokens = pool // cell if cell else 0
-        if block > 1:
-            tokens = tokens // block * block
-        engine_conc = tokens / max_model_len
-        prefix = _prefix_bytes(costs, req.shared_prefix_tokens, block)
-        seq = per_seq[busiest.stage] - prefix
-        conc = max((pool - prefix) // seq, 0) if seq > 0 else 0
-        del costs_all
+        tokens, conc, engine_conc = _token_pool(req, layout, costs, busiest.budget.kv_pool_bytes,
+                                                per_seq[busiest.stage], block, ctx, max_model_len)
     seq_bytes = per_seq[busiest.stage]
     budget = busiest.budget
     target = req.concurrency or 1
@@ -379,7 +369,8 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
                    f"({(budget.usable_bytes - budget.weights_bytes) / 2**30:.2f} GiB after weights)")
     elif conc < 1:
         verdict = (f"does not fit: one {req.context_tokens:,}-token sequence needs "
-                   f"{seq_bytes / 2**30:.2f} GiB per GPU, the pool holds {budget.kv_pool_bytes / 2**30:.2f} GiB")
+                   f"{seq_bytes / 2**30:.2f} GiB per GPU, the pool holds "
+                   f"{budget.kv_pool_bytes / 2**30:.2f} GiB")
     elif conc < target:
         verdict = f"does not fit the target: {conc} concurrent sequences, {target} wanted"
     else:
@@ -399,6 +390,28 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
     from .launch import launch_commands
 
     return replace(result, launch=launch_commands(result))
+
+
+def _token_pool(req, layout, costs, pool, seq_bytes, block, ctx, max_model_len):
+    """(pool tokens, whole sequences at ctx, engine's concurrency figure) for engines that pool
+    tokens rather than vLLM blocks (SGLang, TensorRT-LLM, llama.cpp)."""
+    attn = [c for c in costs if not c.state_bytes_per_rank]
+    cell = ceil_bytes(sum((c.rank_bytes_for_tokens(1) for c in attn), Fraction(0)))
+    prefix = _prefix_bytes(costs, req.shared_prefix_tokens, block)
+    seq = seq_bytes - prefix
+    conc = max((pool - prefix) // seq, 0) if seq > 0 else 0
+    swa = [c for c in attn if _pool_kind(c) == "sliding"]
+    if layout.name == "sglang" and swa and len(swa) < len(attn):
+        from .engines.sglang_memory import sglang_pool_tokens
+
+        full_tokens, swa_tokens = sglang_pool_tokens(pool, cell, block, len(attn) - len(swa), len(swa))
+        held_full = cdiv(ctx, block) * block
+        held_swa = swa[0].held_tokens(ctx, block, layout)
+        pre = (req.shared_prefix_tokens // block) * block
+        conc = min((full_tokens - pre) // (held_full - pre), swa_tokens // held_swa)
+        return full_tokens, max(conc, 0), full_tokens / max_model_len
+    tokens = pool // cell // block * block if cell else 0
+    return tokens, conc, tokens / max_model_len
 
 
 SEARCH_TP = (1, 2, 4, 8)

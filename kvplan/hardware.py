@@ -7,7 +7,7 @@ word (``H200-SXM``, ``h200_sxm``, ``nvidia-h200-sxm`` are one key); never by sub
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from .errors import GpuSpecError, UnknownGpuError
@@ -46,7 +46,7 @@ def _files(dirs: tuple[Path, ...]) -> list[Path]:
     return [p for d in dirs for p in sorted(d.glob("*.y*ml")) if p.suffix in (".yaml", ".yml")]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(path: Path) -> GpuSpec:
     from .loaders.gpu_yaml import gpu_from_file
 

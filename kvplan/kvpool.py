@@ -143,9 +143,10 @@ def vllm_hybrid_block_size(attn_page_bytes_per_token: int, state_page_bytes: int
                            block_size_tokens: int | None, alignment_tokens: int = 16) -> int:
     """``HybridAttentionMambaModelConfig.verify_and_update_config``: the attention block is
     raised to the smallest multiple of ``alignment_tokens`` whose page covers a Mamba page
-    (unless the user's block is already larger). Nemotron-H-56B, bf16, TP 1: Mamba page
-    (conv 3 x 18,432 + ssm 128 x 64 x 256) x 2 B = 4,304,896 B; attention 8 heads x 128 x 2
-    x 2 B = 4,096 B per token -> 16 x cdiv(4,304,896, 65,536) = 1,056 tokens."""
+    (unless the user's block is already larger). Nemotron-H-56B, TP 1, vLLM main: Mamba page =
+    conv 3 x (16,384 + 2 x 8 x 256) x 2 B (bf16) + SSM 256 heads x 64 x 256 x 4 B (fp32) =
+    122,880 + 16,777,216 = 16,900,096 B; attention 8 heads x 128 x 2 (K, V) x 2 B = 4,096 B
+    per token -> 16 x cdiv(16,900,096, 16 x 4,096) = 16 x 258 = 4,128 tokens."""
     need = alignment_tokens * cdiv(state_page_bytes, alignment_tokens * attn_page_bytes_per_token)
     if block_size_tokens is None or block_size_tokens < need:
         return need

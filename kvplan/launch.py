@@ -38,19 +38,33 @@ def _sequences(r: FitResult) -> int:
     return max(1, min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1))
 
 
+def _kv_flag(table: dict[str, str], fmt: str, engine: str) -> str | None:
+    base = fmt.split(":", 1)[0]
+    return table.get(base)
+
+
+def _unsupported(engine: str, fmt: str) -> str:
+    return f"# {engine} has no {fmt} KV cache; plan it with --engine {engine} and a format it has"
+
+
 def vllm_command(r: FitResult) -> str:
     req = r.request
-    kv = r.kv_format.split(":", 1)[0]
-    util = req.utilization if req.utilization is not None else float(default_utilization(
-        r.layout.version if r.layout.name == "vllm" else "main"))
+    kv = _kv_flag(VLLM_KV, r.kv_format, "vllm")
+    if kv is None:
+        return _unsupported("vllm", r.kv_format)
+    planned = r.layout.name == "vllm"
+    util = req.utilization if (planned and req.utilization is not None) else float(
+        default_utilization(r.layout.version if planned else "main"))
     parts = ["vllm", "serve", _model_ref(r), "--tensor-parallel-size", str(req.tp),
              "--pipeline-parallel-size", str(req.pp), "--max-model-len", str(r.max_model_len),
-             "--max-num-seqs", str(_sequences(r)), "--kv-cache-dtype", VLLM_KV.get(kv, kv),
-             "--gpu-memory-utilization", f"{util:g}", "--block-size", str(r.block_size_tokens)]
-    if req.max_num_batched_tokens:
-        parts += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
-    if req.kv_cache_memory_bytes is not None:
-        parts += ["--kv-cache-memory-bytes", str(req.kv_cache_memory_bytes)]
+             "--max-num-seqs", str(_sequences(r)), "--kv-cache-dtype", kv,
+             "--gpu-memory-utilization", f"{util:g}"]
+    if planned:
+        parts += ["--block-size", str(r.block_size_tokens)]
+        if req.max_num_batched_tokens:
+            parts += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
+        if req.kv_cache_memory_bytes is not None:
+            parts += ["--kv-cache-memory-bytes", str(req.kv_cache_memory_bytes)]
     if req.draft:
         spec = {"model": req.draft.model.hub_id or req.draft.model.name,
                 "num_speculative_tokens": req.draft.num_speculative_tokens}
@@ -60,14 +74,16 @@ def vllm_command(r: FitResult) -> str:
 
 def sglang_command(r: FitResult) -> str:
     req = r.request
-    kv = r.kv_format.split(":", 1)[0]
+    kv = _kv_flag(SGLANG_KV, r.kv_format, "sglang")
+    if kv is None:
+        return _unsupported("sglang", r.kv_format)
     parts = ["python", "-m", "sglang.launch_server", "--model-path", _model_ref(r), "--tp-size",
              str(req.tp), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
-             "--max-running-requests", str(_sequences(r)), "--kv-cache-dtype",
-             SGLANG_KV.get(kv, kv)]
+             "--max-running-requests", str(_sequences(r)), "--kv-cache-dtype", kv]
     if r.layout.name == "sglang":
-        parts += ["--mem-fraction-static", f"{r.budget.usable_bytes / max(r.budget.total_bytes - r.budget.runtime_overhead_bytes, 1):.3f}",
-                  "--page-size", str(r.block_size_tokens)]
+        b = r.budget
+        fraction = b.usable_bytes / max(b.total_bytes - b.runtime_overhead_bytes, 1)
+        parts += ["--mem-fraction-static", f"{fraction:.3f}", "--page-size", str(r.block_size_tokens)]
     if req.draft:
         parts += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
                   req.draft.model.hub_id or req.draft.model.name, "--speculative-num-draft-tokens",
@@ -77,33 +93,35 @@ def sglang_command(r: FitResult) -> str:
 
 def trtllm_command(r: FitResult) -> str:
     req = r.request
-    kv = r.kv_format.split(":", 1)[0]
-    options = {"kv_cache_config": {"dtype": TRTLLM_KV.get(kv, kv)}}
+    kv = _kv_flag(TRTLLM_KV, r.kv_format, "trtllm")
+    if kv is None:
+        return _unsupported("trtllm", r.kv_format)
+    fraction = req.utilization if (req.utilization and r.layout.name == "trtllm") else 0.9
+    options = {"kv_cache_config": {"dtype": kv, "free_gpu_memory_fraction": fraction}}
     parts = ["trtllm-serve", _model_ref(r), "--backend", "pytorch", "--tp_size", str(req.tp),
              "--pp_size", str(req.pp), "--max_seq_len", str(r.max_model_len), "--max_batch_size",
-             str(_sequences(r)), "--kv_cache_free_gpu_memory_fraction",
-             f"{req.utilization if (req.utilization and r.layout.name == 'trtllm') else 0.9:g}"]
-    cmd = _join(parts)
+             str(_sequences(r)), "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]
     return (f"printf '%s\\n' {shlex.quote(json.dumps(options))} > extra.yaml && "
-            f"{cmd} --extra_llm_api_options extra.yaml")
+            f"{_join(parts)} --extra_llm_api_options extra.yaml")
 
 
 def llama_cpp_command(r: FitResult) -> str:
     req = r.request
-    k = r.footprint.formats.k.name
-    v = r.footprint.formats.v.name
+    k, v = r.footprint.formats.k.name, r.footprint.formats.v.name
+    if k not in LLAMA_KV or v not in LLAMA_KV:
+        return _unsupported("llama.cpp", r.kv_format)
     n = _sequences(r)
-    parts = ["llama-server", "-m", f"{r.request.model.name}.gguf", "-c", str(r.request.context_tokens * n),
-             "-np", str(n), "-ctk", LLAMA_KV.get(k, "f16"), "-ctv", LLAMA_KV.get(v, "f16"),
-             "-fa", "on", "-ngl", "999"]
+    parts = ["llama-server", "-m", f"{req.model.name}.gguf", "-c", str(req.context_tokens * n),
+             "-np", str(n), "-ctk", LLAMA_KV[k], "-ctv", LLAMA_KV[v], "-fa", "on", "-ngl", "999"]
     if req.tp * req.pp > 1:
         parts += ["--split-mode", "layer"]
     return _join(parts)
 
 
 def launch_commands(r: FitResult) -> dict[str, str]:
-    """engine -> command, the planned engine first. A format an engine lacks is noted in place
-    of a flag value the engine would reject."""
+    """engine -> command, the planned engine first. The other engines get the same
+    parallelism, lengths and sequence count with their own defaults for the rest; an engine
+    without the planned KV format gets a comment line instead."""
     out = {"vllm": vllm_command(r), "sglang": sglang_command(r), "trtllm": trtllm_command(r),
            "llama.cpp": llama_cpp_command(r)}
     first = r.layout.name

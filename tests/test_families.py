@@ -95,6 +95,8 @@ DENSE = [
     ("meta-llama__Meta-Llama-3-70B-Instruct.json", 80, 8, 8192 // 64, BF16),
     # Meta-Llama-3-8B: 32 layers, 8 KV heads, head_dim 128 (explicit), bfloat16
     ("meta-llama__Meta-Llama-3-8B.json", 32, 8, 128, BF16),
+    # Llama-3.2-1B: 16 layers, 8 KV heads, head_dim 64 (explicit; 2048/32 = 64), bfloat16
+    ("meta-llama__Llama-3.2-1B.json", 16, 8, 64, BF16),
     # Mixtral-8x7B (MoE parses as plain attention; sliding_window null): 32 layers, 8 KV, 4096/32
     ("mistralai__Mixtral-8x7B-v0.1.json", 32, 8, 4096 // 32, BF16),
     # Qwen2.5-7B-Instruct: 28 layers, 4 KV heads, 3584/28 = 128, use_sliding_window false

@@ -652,3 +652,14 @@ def test_gpt_oss_20b_active():
     assert (w.num_experts, w.experts_per_token) == (32, 4)
     assert (w.params_expert, w.params_active) == (expert_params, active)
 
+
+
+def test_llama32_1b_tied_by_hand():
+    """Llama-3.2-1B (the draft model in the README): vocab 128256, hidden 2048, 16 layers, 32
+    heads x 64, 8 KV heads, intermediate 8192, tied embeddings (no lm_head tensor)."""
+    h, kv, inter = 2048, 8 * 64, 8192
+    per_layer = h * h + 2 * kv * h + h * h + 3 * inter * h + 2 * h
+    expected = 128256 * h + 16 * per_layer + h
+    assert expected == 1_235_814_400
+    w = weight_inventory(load_model("llama-3.2-1b"))
+    assert w.tied_embeddings and w.params_total == expected

@@ -27,8 +27,9 @@ def render_fit(r: FitResult) -> None:
                  if req.weights and req.weights.params_extra else "")
         out.print(f"parameters: {r.params_total:,}{active}{extra}")
     out.print(b.rules, style="dim")
-    t = Table(title=f"Memory budget per GPU (stage {min(r.stages, key=lambda s: s.budget.kv_pool_bytes).stage}"
-              f" of {len(r.stages)}; GiB = 2^30 B)", title_justify="left")
+    stage = min(r.stages, key=lambda s: s.budget.kv_pool_bytes).stage
+    t = Table(title=f"Memory budget per GPU (stage {stage} of {len(r.stages)}; GiB = 2^30 B)",
+              title_justify="left")
     for col in ("term", "bytes", "GiB", "how", "override"):
         t.add_column(col, justify="right" if col in ("bytes", "GiB") else "left")
     for term in b.terms:

@@ -78,3 +78,24 @@ def sglang_budget(i: BudgetInputs, version: str, activation: tuple[int, str]) ->
         overhead=(overhead, "CUDA context 0.5 GiB" + (" + NCCL 1 GiB" if i.tp > 1 else "")),
         pool=(static - i.weights_bytes, "usable - weights"), subtracts_activation=False,
         notes=tuple(notes))
+
+
+SWA_FULL_TOKENS_RATIO = Fraction(4, 5)  # --swa-full-tokens-ratio default
+
+
+def sglang_pool_tokens(pool_bytes: int, cell_bytes: int, page_tokens: int, full_layers: int,
+                       swa_layers: int) -> tuple[int, int]:
+    """(full-layer tokens, sliding-layer tokens) of SGLang's pools.
+
+    ``max_total_num_tokens = pool // cell`` (cell: K + V of every layer for one token), floored
+    to the page size. A hybrid sliding-window model splits that into two pools
+    (``set_num_tokens_hybrid_swa``): ``total = max_total x layers``, ``full = int(total /
+    (ratio x swa_layers + full_layers))``, ``swa = int(full x ratio)``, both page-floored, with
+    ``--swa-full-tokens-ratio`` 0.8."""
+    tokens = pool_bytes // cell_bytes // page_tokens * page_tokens if cell_bytes else 0
+    if not swa_layers or not full_layers:
+        return tokens, tokens
+    total = tokens * (full_layers + swa_layers)
+    full = int(total / (SWA_FULL_TOKENS_RATIO * swa_layers + full_layers))
+    swa = int(full * SWA_FULL_TOKENS_RATIO)
+    return full // page_tokens * page_tokens, swa // page_tokens * page_tokens

@@ -81,7 +81,8 @@ def vllm_budget(i: BudgetInputs, version: str, *, last_stage: bool = True) -> Bu
     act = activation_estimate(i, version, last_stage)
     non_torch = non_torch_estimate(i.tp)
     graphs = cuda_graph_estimate(i.num_layers, i.tp) if subtracts_cuda_graphs(version) else 0
-    over_how = (f"non-torch {non_torch:,} B ({'NCCL / all-reduce buffers with TP' if i.tp > 1 else 'one GPU'})"
+    where = "NCCL / all-reduce buffers with TP" if i.tp > 1 else "one GPU"
+    over_how = (f"non-torch {non_torch:,} B ({where})"
                 + (f" + CUDA graphs {graphs:,} B (subtracted since 0.21)" if graphs else
                    "; CUDA graphs use the 1 - utilisation headroom before 0.21"))
     a = i.activation_bytes if i.activation_bytes is not None else act[0]

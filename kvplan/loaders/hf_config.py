@@ -113,6 +113,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     if not isinstance(config, dict):
         raise ConfigError(f"expected a JSON object, got {type(config).__name__}", source=source)
     f, model_type = text_fields(config, source)
+    prefix = f.prefix
     warnings: list[str] = []
     if model_type is None:
         raise ConfigError("missing required field model_type (and not a mamba_ssm config)",

@@ -166,11 +166,10 @@ class _Inventory:
     def mlp(self, name: str, inter: int, *, gated: bool = True, bias: bool = False,
             count: int = 1, expert: bool = False) -> None:
         h = self.hidden
-        kw = {"count": count, "expert": expert}
         if gated:
-            self.linear(f"{name}.gate_proj", inter, h, "column", bias, **kw)
-        self.linear(f"{name}.up_proj", inter, h, "column", bias, **kw)
-        self.linear(f"{name}.down_proj", h, inter, "row", bias, **kw)
+            self.linear(f"{name}.gate_proj", inter, h, "column", bias, count=count, expert=expert)
+        self.linear(f"{name}.up_proj", inter, h, "column", bias, count=count, expert=expert)
+        self.linear(f"{name}.down_proj", h, inter, "row", bias, count=count, expert=expert)
 
     def moe(self, experts: int, top_k: int, inter: int, *, shared: int = 0,
             shared_gate: bool = False, router_bias: bool = False, expert_bias: bool = False,
@@ -288,8 +287,10 @@ def weight_inventory(model: Model) -> Weights:
         raise ConfigError(f"parameter count for model_type {mt!r} is not modelled; pass "
                           "--weight-bytes", source=model.source, field=prefix + "model_type")
     hidden = model.hidden_size
-    vocab = f.integer("vocab_size", **({"default": VOCAB_DEFAULTS[mt], "why": f"{mt} config "
-                      "class default"} if mt in VOCAB_DEFAULTS else {}))
+    if mt in VOCAB_DEFAULTS:
+        vocab = f.integer("vocab_size", default=VOCAB_DEFAULTS[mt], why=f"{mt} config class default")
+    else:
+        vocab = f.integer("vocab_size")
     inv = _Inventory(f, mt, hidden)
     inv.place = "embed"
     inv.add("embed_tokens", vocab, hidden, shard="vocab")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtypes import canonical_dtype
 from ..errors import ConfigError, InputError
 from ..model import Model
 from ..weights import WeightFormat
@@ -43,6 +42,29 @@ def _skips(q: dict) -> tuple[str, ...]:
     return tuple(s for s in out if s and s not in ("lm_head", "embed_tokens"))
 
 
+def _int(q: dict, keys: tuple[str, ...], default: int, source: str, prefix: str = "") -> int:
+    """An integer setting of ``quantization_config`` (first key present), or one error line."""
+    for key in keys:
+        value = q.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value == 0 or value < -1:
+            raise ConfigError(f"expected a positive integer (or -1), got {value!r}", source=source,
+                              field=f"quantization_config.{prefix}{key}")
+        return value
+    return default
+
+
+def _block(value: Any, source: str, field: str) -> tuple[int, int]:
+    if value is None:
+        return (128, 128)
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+        raise ConfigError(f"expected two positive integers such as [128, 128], got {value!r}",
+                          source=source, field=f"quantization_config.{field}")
+    return (value[0], value[1])
+
+
 def _base_dtype(model: Model) -> str:
     return model.dtype if model.dtype in ("bf16", "fp16", "fp32") else "bf16"
 
@@ -70,14 +92,15 @@ def _compressed_tensors(q: dict, base: str, source: str) -> WeightFormat:
     skip = _skips(q)
     if kind == "float" and bits == 8:
         if strategy == "block":
-            block = weights.get("block_structure") or [128, 128]
+            block = _block(weights.get("block_structure"), source, "config_groups.*.weights.block_structure")
             return WeightFormat(name="fp8_block", base_dtype=base, scheme="fp8_block",
-                                block=(int(block[0]), int(block[1])), skip=skip)
+                                block=block, skip=skip)
         scheme = "fp8_channel" if strategy == "channel" else "fp8"
         return WeightFormat(name=scheme, base_dtype=base, scheme=scheme, skip=skip)
     if kind == "int" and bits == 4:
-        return WeightFormat(name=f"int4 group {weights.get('group_size', 128)}", base_dtype=base,
-                            scheme="int4", group_size=int(weights.get("group_size") or -1),
+        group = _int(weights, ("group_size",), -1, source, "config_groups.*.weights.")
+        return WeightFormat(name=f"int4 group {group}", base_dtype=base,
+                            scheme="int4", group_size=group,
                             zero_point=not weights.get("symmetric", True), skip=skip)
     raise ConfigError(f"compressed-tensors weights type={kind!r} num_bits={bits!r} are not "
                       "modelled; pass --weight-dtype", source=source,
@@ -98,10 +121,10 @@ def from_config(model: Model) -> WeightFormat | None:
     base = _base_dtype(model)
     skip = _skips(q)
     if method == "fp8":
-        block = q.get("weight_block_size")
-        if block:
+        if q.get("weight_block_size") is not None:
+            block = _block(q.get("weight_block_size"), model.source, "weight_block_size")
             return WeightFormat(name=f"fp8 block {block[0]}x{block[1]}", base_dtype=base,
-                                scheme="fp8_block", block=(int(block[0]), int(block[1])), skip=skip)
+                                scheme="fp8_block", block=block, skip=skip)
         return WeightFormat(name="fp8", base_dtype=base, scheme="fp8", skip=skip)
     if method == "fbgemm_fp8":
         return WeightFormat(name="fp8_channel", base_dtype=base, scheme="fp8_channel", skip=skip)
@@ -110,7 +133,7 @@ def from_config(model: Model) -> WeightFormat | None:
         if bits != 4:
             raise ConfigError(f"{method} with {bits} bits is not modelled (4 only)",
                               source=model.source, field="quantization_config.bits")
-        group = int(q.get("group_size", q.get("q_group_size", 128)))
+        group = _int(q, ("group_size", "q_group_size"), 128, model.source)
         return WeightFormat(name=f"{method} int4 group {group}", base_dtype="fp16" if method ==
                             "awq" else base, scheme=method, group_size=group, skip=skip)
     if method == "mxfp4":
@@ -135,5 +158,5 @@ def weight_format(model: Model, cli_value: str | None) -> WeightFormat:
     fmt = from_config(model)
     if fmt is not None:
         return fmt
-    base = canonical_dtype(model.dtype)
-    return WeightFormat(name=base, base_dtype=base if base in ("bf16", "fp16", "fp32") else "bf16")
+    base = _base_dtype(model)
+    return WeightFormat(name=base, base_dtype=base)

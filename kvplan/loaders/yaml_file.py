@@ -23,11 +23,12 @@ def _node_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
     lines = {path: node.start_mark.line + 1}
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            lines[(*path, key.value)] = key.start_mark.line + 1
-            lines.update(_node_lines(value, (*path, key.value)))
+            sub = path + (key.value,)
+            lines[sub] = key.start_mark.line + 1
+            lines.update(_node_lines(value, sub))
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            lines.update(_node_lines(item, (*path, i)))
+            lines.update(_node_lines(item, path + (i,)))
     return lines
 
 
