@@ -53,13 +53,30 @@ def _load(path: Path) -> GpuSpec:
     return gpu_from_file(path)
 
 
+def _names(path: Path) -> list[str]:
+    """The key, name and aliases of one file, read without schema validation (the chosen
+    file is validated when loaded); fast enough to index every file on each lookup."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        from .loaders.yaml_file import read_yaml
+
+        data, _ = read_yaml(path, GpuSpecError)  # raises the one-line error
+    if not isinstance(data, dict):
+        return [path.stem]
+    aliases = data.get("aliases")
+    listed = [str(a) for a in aliases] if isinstance(aliases, list) else []
+    return [path.stem, str(data.get("name", "")), *listed]
+
+
 @lru_cache(maxsize=4)
 def _index(dirs: tuple[Path, ...]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     owner: dict[str, Path] = {}
     for path in _files(dirs):
-        spec = _load(path)
-        for key in {normalize(k) for k in (spec.key, spec.name, *spec.aliases)}:
+        for key in {normalize(k) for k in _names(path) if k}:
             if key in out:
                 if owner[key] == path.parent and out[key] != path:
                     raise GpuSpecError(f"alias {key!r} is claimed by {out[key].name} too",

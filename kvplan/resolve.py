@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import builtins
 from .errors import ConfigError, UnknownModelError
+from .loaders.files import read_text
 from .loaders.hf_config import parse_config
 from .model import Model
 
@@ -17,12 +18,7 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
 
 def read_config_file(path: Path) -> dict:
     """Read one config.json; malformed JSON names the file, line and column."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as e:
-        raise ConfigError(f"cannot read file: {e.strerror}", source=str(path)) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"not UTF-8 text (byte {e.start})", source=str(path)) from None
+    text = read_text(path, ConfigError, encoding="utf-8-sig")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

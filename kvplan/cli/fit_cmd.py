@@ -2,13 +2,13 @@
 
 # No `from __future__ import annotations` (typer evaluates annotation strings at start-up).
 
-import json
 from typing import Annotated
 
 import typer
 
 from ..errors import InputError
 from ..units import parse_bytes, parse_tokens
+from .emit import emit
 
 EXAMPLES = """\b
 Examples:
@@ -19,22 +19,22 @@ Examples:
   kvplan fit qwen3-8b --gpu l40s --engine sglang --json"""
 
 
-def _size(value, flag):
+def _parsed(parse, value, flag):
+    """``parse(value)`` (None stays None), a ValueError becoming one line naming ``flag``."""
     if value is None:
         return None
     try:
-        return parse_bytes(value)
+        return parse(value)
     except ValueError as e:
         raise InputError(str(e), field=flag) from None
+
+
+def _size(value, flag):
+    return _parsed(parse_bytes, value, flag)
 
 
 def _tokens(value, flag):
-    if value is None:
-        return None
-    try:
-        return parse_tokens(value)
-    except ValueError as e:
-        raise InputError(str(e), field=flag) from None
+    return _parsed(parse_tokens, value, flag)
 
 
 def _positive(value, flag):
@@ -144,11 +144,10 @@ def fit(
         overhead_memory_bytes=_size(overhead_memory, "--overhead-memory"),
         total_memory_bytes=_size(total_memory, "--total-memory"), allow_emulated=allow_emulated)
     result = plan_fit(req)
-    for warning in m.warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
-    if as_json:
-        typer.echo(json.dumps(fit_record(result), indent=2))
-        return
-    from .render_fit import render_fit
 
-    render_fit(result)
+    def render() -> None:
+        from .render_fit import render_fit
+
+        render_fit(result)
+
+    emit(m.warnings, as_json, lambda: fit_record(result), render)

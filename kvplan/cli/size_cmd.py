@@ -3,7 +3,6 @@
 # No `from __future__ import annotations` here: typer would eval every annotation string at
 # start-up (about 5 ms); real annotations cost nothing.
 
-import json
 from typing import Annotated
 
 import typer
@@ -11,6 +10,7 @@ import typer
 from ..footprint import kv_footprint
 from ..records import size_record
 from ..resolve import load_model
+from .emit import emit
 from .options import parse_contexts, parse_state_dtype
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072)
@@ -53,11 +53,9 @@ def size(
     m = load_model(model)
     fp = kv_footprint(m, contexts, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp,
                       pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype)
-    for warning in m.warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
-    if as_json:
-        typer.echo(json.dumps(size_record(fp), indent=2))
-        return
-    from .render import render_size
+    def render() -> None:
+        from .render import render_size
 
-    render_size(fp)
+        render_size(fp)
+
+    emit(m.warnings, as_json, lambda: size_record(fp), render)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from ..errors import KvplanError
+from .files import read_text
 
 NUMERIC_LOOKING = re.compile(r"^[+-]?(\d[\d_]*)?\.?\d*([eE][+-]?\d+)?$")
 
@@ -34,15 +35,11 @@ def _node_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
 
 def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tuple], int | None]]:
     """The document and a function mapping a field path to its line number."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise error(f"cannot read file: {e.strerror}", source=str(path)) from None
-    except UnicodeDecodeError as e:
-        raise error(f"not UTF-8 text (byte {e.start})", source=str(path)) from None
+    text = read_text(path, error)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser, for line numbers
     try:
         data = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

@@ -1,0 +1,19 @@
+"""The single output sink of the commands: warnings on stderr, then JSON or the tables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+
+def emit(warnings: tuple[str, ...], as_json: bool, record: Callable[[], dict],
+         render: Callable[[], Any]) -> None:
+    for warning in warnings:
+        typer.echo(f"kvplan: warning: {warning}", err=True)
+    if as_json:
+        typer.echo(json.dumps(record(), indent=2))
+    else:
+        render()
