@@ -64,6 +64,7 @@ class BudgetInputs:
     kv_cache_memory_bytes: int | None = None  # plan a pool of exactly this size
     weights_overridden: bool = False
     total_overridden: bool = False
+    smi_total_mib: int | None = None  # nvidia-smi's memory.total (SGLang's default fraction)
 
 
 def assemble(i: BudgetInputs, *, engine: str, rules: str, usable: int, usable_label: str,

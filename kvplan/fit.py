@@ -253,8 +253,12 @@ def plan_fit(req: FitRequest) -> FitResult:
         raise InputError(f"parameter count for {model.model_type} is not modelled; pass "
                          "--weight-memory", field="--weight-memory")
     else:
-        stage_weights = list(weight_bytes(req.weights, req.weight_format, tp=req.tp,
-                                          pp=req.pp).per_stage_bytes)
+        wb = weight_bytes(req.weights, req.weight_format, tp=req.tp, pp=req.pp)
+        stage_weights = list(wb.per_stage_bytes)
+        if req.tp > 1:
+            notes.append(f"weights under tp {req.tp}: linear layers, experts and the vocabulary "
+                         "split across ranks; norms, routers and MLA's q_a/kv_a projections "
+                         f"replicated on every rank ({wb.replicated_bytes:,} B per GPU)")
     if req.draft and req.weight_memory_bytes is None:
         if req.draft.weights is None:
             raise InputError("parameter count of the draft model is not modelled; pass "
@@ -276,7 +280,8 @@ def plan_fit(req: FitRequest) -> FitResult:
             runtime_overhead_bytes=req.overhead_memory_bytes,
             kv_cache_memory_bytes=req.kv_cache_memory_bytes,
             weights_overridden=req.weight_memory_bytes is not None,
-            total_overridden=req.total_memory_bytes is not None)
+            total_overridden=req.total_memory_bytes is not None,
+            smi_total_mib=None if req.total_memory_bytes else req.gpu.memory_smi_total_mib)
         budget = _budget(layout, inputs, last)
         costs = [c for i in rng for c in fp.layer_costs[i]]
         if last and draft_fp is not None:

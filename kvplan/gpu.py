@@ -39,6 +39,7 @@ class GpuSpec:
     tdp_watts: int
     price_usd_per_gpu_hour: float
     aliases: tuple[str, ...] = ()
+    memory_smi_total_mib: int | None = None  # nvidia-smi's memory.total (driver total + reserve)
     price_note: str = ""
     driver_total_note: str = ""
     sources: dict[str, str] = field(default_factory=dict, hash=False)

@@ -9,7 +9,8 @@ vLLM (``vllm/v1/core/kv_cache_utils.py``, read for releases 0.10 - 0.19):
   (``_get_kv_cache_groups_uniform_spec``); one kind whose pages differ -> one group whose
   block holds every layer's page (``UniformTypeKVCacheSpecs``); several kinds with one page
   size -> ``_get_kv_cache_groups_uniform_page_size``: ``group_size`` = the fewest layers of
-  any kind (the most, when that is < 1.25x the fewest); each kind is cut into
+  any kind (the most, when that is < 1.5x the fewest: "gpt-oss-20b + eagle, 12 sliding + 13
+  full, is padded to 13 + 13"); each kind is cut into
   ``cdiv(layers, group_size)`` groups, the last one padded (vLLM warns "Add N padding
   layers").
 - One shared pool of blocks, each ``page x group_size`` bytes:
@@ -79,7 +80,7 @@ def vllm_groups(layers: Sequence[PoolLayer]) -> PoolGroups:
         by_key.setdefault(lay.key, []).append(i)
     sizes = [len(v) for v in by_key.values()]
     group_size = min(sizes)
-    if max(sizes) < min(sizes) * 1.25:
+    if max(sizes) < min(sizes) * 1.5:
         group_size = max(sizes)
     groups: list[tuple[int, ...]] = []
     padding = 0

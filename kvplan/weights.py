@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from .dtypes import dtype_bytes
 from .parallel import pp_stage_sizes
-from .units import cdiv
+from .units import cdiv, ceil_bytes
 
 VOCAB_PADDING = 64
 SHARDS = ("column", "row", "kv", "vocab", "replicated")
@@ -188,6 +188,7 @@ class WeightBytes:
     total_bytes: int  # the whole model once (tp = pp = 1)
     per_stage_bytes: tuple[int, ...]
     extra_bytes: int  # extra layers (MTP), not loaded by default
+    replicated_bytes: int = 0  # of the busiest stage: tensors every TP rank holds whole
 
 
 def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1) -> WeightBytes:
@@ -196,6 +197,7 @@ def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1) -> 
     sizes = pp_stage_sizes(num_layers, pp) if num_layers else [0] * pp
     stage_of: list[int] = [s for s, n in enumerate(sizes) for _ in range(n)]
     stages = [Fraction(0)] * pp
+    replicated = [Fraction(0)] * pp
     total = Fraction(0)
     extra = Fraction(0)
     for t in w.tensors:
@@ -205,13 +207,17 @@ def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1) -> 
         total += fmt.tensor_bytes(t)
         b = fmt.tensor_bytes(t, tp)
         if t.place == "embed":
-            stages[0] += b
-            if pp > 1 and w.tied_embeddings:
-                stages[-1] += b
+            where = [0, pp - 1] if pp > 1 and w.tied_embeddings else [0]
         elif t.place == "head":
-            stages[-1] += b
+            where = [pp - 1]
         else:
-            stages[stage_of[t.layer] if t.layer is not None else 0] += b
-    per_stage = tuple(-(-s.numerator // s.denominator) for s in stages)
-    return WeightBytes(per_gpu_bytes=max(per_stage), total_bytes=-(-total.numerator // total.denominator),
-                       per_stage_bytes=per_stage, extra_bytes=-(-extra.numerator // extra.denominator))
+            where = [stage_of[t.layer] if t.layer is not None else 0]
+        for s in where:
+            stages[s] += b
+            if t.shard == "replicated" and tp > 1:
+                replicated[s] += b
+    per_stage = tuple(ceil_bytes(s) for s in stages)
+    busiest = per_stage.index(max(per_stage))
+    return WeightBytes(per_gpu_bytes=max(per_stage), total_bytes=ceil_bytes(total),
+                       per_stage_bytes=per_stage, extra_bytes=ceil_bytes(extra),
+                       replicated_bytes=ceil_bytes(replicated[busiest]))

@@ -468,31 +468,31 @@ def sglang_reserved_mib(tp: int = 1, pp: int = 1) -> Fraction:
     return max(reserved, Fraction(10 * 1024))  # at least 10 GiB on GPUs over 60 GiB
 
 
-def test_sglang_default_fraction_formula_on_driver_total():
-    """sglang_memory.py's default, applied (as kvplan does) to the YAML's driver total."""
+def test_sglang_default_fraction_without_smi_total_uses_driver_total():
+    """With no nvidia-smi total in the YAML (a user's file), the driver total stands in."""
+    from kvplan.engines.sglang_memory import default_mem_fraction
+
     assert sglang_reserved_mib() == 13_440
     gpu_mib = H100 // MiB
     assert gpu_mib == 81_105  # 85,045,477,376 / 2^20 = 81,105.99 MiB, floored
     f = round((gpu_mib - 13_440) / gpu_mib, 3)  # 67,665 / 81,105 = 0.83429 -> 0.834
-    assert f == 0.834
-    weights, over = 16_060_522_496, GiB // 2
-    r = plan("llama-3-8b", "h100-sxm", engine="sglang", overhead_memory_bytes=over,
-             activation_memory_bytes=GiB)
-    assert r.budget.usable_bytes == int((H100 - over) * Fraction(834, 1000))
-    assert r.budget.kv_pool_bytes == int((H100 - over) * Fraction(834, 1000)) - weights
+    assert float(default_mem_fraction(H100, 1, 1)[0]) == f == 0.834
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "SGLang reads gpu_mem from `nvidia-smi --query-gpu=memory.total` (docs/budget-research.md "
-    "5.1: H100 81,559 MiB -> 0.835, H200 143,771 MiB -> 0.907; the H100 YAML's note gives the "
-    "same 81,559 MiB and sglang_memory.py's own docstring says 0.835), but kvplan feeds the "
-    "cudaMemGetInfo driver total (81,105 / 143,165 MiB), giving 0.834 / 0.906"))
 def test_sglang_default_fraction_matches_sglang():
+    """SGLang reads gpu_mem from `nvidia-smi --query-gpu=memory.total` (docs/budget-research.md
+    5.1): H100 81,559 MiB -> 0.835 (the value SGLang logs), H200 143,771 MiB -> 0.907."""
     from kvplan.engines.sglang_memory import default_mem_fraction
 
     for total, smi_mib in ((H100, 81_559), (H200, 143_771)):
         expected = round((smi_mib - 13_440) / smi_mib, 3)
-        assert float(default_mem_fraction(total, 1, 1)[0]) == expected
+        assert float(default_mem_fraction(total, 1, 1, smi_mib)[0]) == expected
+    assert round((81_559 - 13_440) / 81_559, 3) == 0.835
+    weights, over = 16_060_522_496, GiB // 2
+    r = plan("llama-3-8b", "h100-sxm", engine="sglang", overhead_memory_bytes=over,
+             activation_memory_bytes=GiB)
+    assert r.budget.usable_bytes == int((H100 - over) * Fraction(835, 1000))
+    assert r.budget.kv_pool_bytes == int((H100 - over) * Fraction(835, 1000)) - weights
 
 
 # ---- 5. --kv-cache-memory, shared prefix --------------------------------------------------------

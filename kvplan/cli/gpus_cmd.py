@@ -18,6 +18,7 @@ def gpu_record(g: GpuSpec) -> dict:
         "memory_marketed_bytes": g.memory_marketed_bytes,
         "memory_driver_total_bytes": g.memory_driver_total_bytes,
         "memory_driver_total_basis": g.memory_driver_total_basis,
+        "memory_smi_total_mib": g.memory_smi_total_mib,
         "hbm_bandwidth_bytes_per_s": g.hbm_bandwidth_bytes_per_s,
         "dense_flops_per_s": dict(g.dense_flops_per_s),
         "native_kv_formats": list(g.native_kv_formats),

@@ -3,7 +3,8 @@
 - ``mem_fraction_static`` f is "(weights + KV pool) / GPU memory". Its default
   (``ServerArgs._handle_gpu_memory_settings``): ``round((gpu_MiB - reserved_MiB) / gpu_MiB, 3)``
   with reserved = 512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs
-  + tp x pp / 8 x 1024, at least 10,240 MiB on GPUs over 60 GiB (H100 80 GB, TP 1: 0.835).
+  + tp x pp / 8 x 1024, at least 10,240 MiB on GPUs over 60 GiB, where the GPU size is
+  nvidia-smi's ``memory.total`` (H100 80 GB: 81,559 MiB, TP 1: 0.835).
   chunked_prefill_size / cuda_graph_max_bs by GPU memory: < 20 GiB 2048 / 8; < 35 GiB 2048 /
   24 (80 with tp >= 4); < 60 GiB 4096 / 32 (160); < 90 GiB and < 160 GiB 8192 / 256 (512);
   else 16384 / 512.
@@ -37,9 +38,12 @@ def gpu_defaults(total_bytes: int, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-def default_mem_fraction(total_bytes: int, tp: int, pp: int) -> tuple[Fraction, str]:
+def default_mem_fraction(total_bytes: int, tp: int, pp: int,
+                         smi_total_mib: int | None = None) -> tuple[Fraction, str]:
+    """SGLang reads the GPU size from ``nvidia-smi --query-gpu=memory.total`` (MiB); without
+    that figure the driver total is used (a few hundred MiB less: 0.001 lower on an H100)."""
     chunk, graph_bs = gpu_defaults(total_bytes, tp)
-    gpu_mib = total_bytes // MiB
+    gpu_mib = smi_total_mib or total_bytes // MiB
     reserved = Fraction(512) + Fraction(3, 2) * max(chunk, 2048) + 2 * graph_bs + Fraction(tp * pp * 1024, 8)
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, Fraction(10 * 1024))
@@ -58,7 +62,7 @@ def sglang_budget(i: BudgetInputs, version: str, activation: tuple[int, str]) ->
     if i.utilization is not None:
         f, how = Fraction(i.utilization).limit_denominator(1000), "given"
     else:
-        f, how = default_mem_fraction(i.total_bytes, i.tp, i.pp)
+        f, how = default_mem_fraction(i.total_bytes, i.tp, i.pp, i.smi_total_mib)
     overhead = (i.runtime_overhead_bytes if i.runtime_overhead_bytes is not None
                 else context_overhead(i.tp))
     free_before = i.total_bytes - overhead

@@ -32,6 +32,7 @@ class Memory(_Strict):
     driver_total_bytes: PositiveInt
     driver_total_basis: Literal["reported", "estimated"]
     driver_total_note: Text
+    smi_total_mib: PositiveInt | None = None  # nvidia-smi memory.total, where known
 
     @model_validator(mode="after")
     def _driver_not_above_physical(self) -> Memory:
@@ -106,6 +107,7 @@ def gpu_from_file(path: Path) -> GpuSpec:
         aliases=tuple(f.aliases), memory_kind=m.kind, memory_marketed_label=m.marketed_label,
         memory_marketed_bytes=m.marketed_bytes, memory_driver_total_bytes=m.driver_total_bytes,
         memory_driver_total_basis=m.driver_total_basis, driver_total_note=m.driver_total_note,
+        memory_smi_total_mib=m.smi_total_mib,
         hbm_bandwidth_bytes_per_s=f.hbm_bandwidth_bytes_per_s,
         dense_flops_per_s=dict(f.dense_flops_per_s),
         native_kv_formats=tuple(parse_format(n).name for n in f.native_kv_formats),

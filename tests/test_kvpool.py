@@ -1,0 +1,65 @@
+"""vLLM's KV cache grouping and pool arithmetic (kvplan.kvpool), by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.kvpool import (
+    PoolLayer,
+    layer_max_usage_bytes,
+    vllm_groups,
+    vllm_hybrid_block_size,
+    vllm_max_concurrency,
+    vllm_num_blocks,
+    vllm_pool_tokens,
+)
+
+PAGE = 16_384
+
+
+def _layers(sliding: int, full: int, window: int = 128) -> list[PoolLayer]:
+    return ([PoolLayer(("s",), "sliding", PAGE, 16, window)] * sliding
+            + [PoolLayer(("f",), "full", PAGE, 16)] * full)
+
+
+@pytest.mark.parametrize("sliding,full,group_size,groups,padding", [
+    (12, 12, 12, 2, 0),   # gpt-oss-20b
+    (12, 13, 13, 2, 1),   # 13 < 1.5 x 12: pad the sliding kind to 13 (vLLM's eagle example)
+    (16, 10, 10, 3, 4),   # 16 >= 1.5 x 10: groups of 10; 16 sliding -> 2 groups, 4 padding
+    (52, 10, 10, 7, 8),   # Gemma-3-27B: 6 sliding groups + 1 full, "Add 8 padding layers"
+])
+def test_grouping(sliding, full, group_size, groups, padding):
+    g = vllm_groups(_layers(sliding, full))
+    assert (g.group_size, len(g.groups), g.padding_layers) == (group_size, groups, padding)
+    assert g.block_bytes == PAGE * group_size
+
+
+def test_uniform_model_is_one_group():
+    g = vllm_groups([PoolLayer(("f",), "full", 65_536, 16)] * 32)  # Llama-3-8B, bf16
+    assert (len(g.groups), g.group_size) == (1, 32)
+    nb = vllm_num_blocks(58 * 2**30, g)
+    assert nb == 58 * 2**30 // (65_536 * 32) == 29_696
+    assert vllm_pool_tokens(nb, g, [PoolLayer(("f",), "full", 65_536, 16)] * 32) == 29_696 * 16
+
+
+def test_gpt_oss_worked_example_from_a_real_log():
+    layers = _layers(12, 12)
+    g = vllm_groups(layers)
+    nb = vllm_num_blocks(int(59.32 * 2**30), g)
+    assert nb == int(59.32 * 2**30) // (PAGE * 12)
+    assert vllm_pool_tokens(nb, g, layers) == nb // 2 * 16
+    # per request: full cdiv(8192, 16) = 512 blocks, sliding cdiv(min(127 + 8192, 8192), 16) + 1
+    assert layer_max_usage_bytes(layers[0], 8192, 8192) == 513 * PAGE
+    assert vllm_max_concurrency(nb, g, layers, 8192, 8192) == nb / (512 + 513)
+
+
+def test_different_kinds_need_one_page_size():
+    with pytest.raises(ValueError):
+        vllm_groups([PoolLayer(("s",), "sliding", PAGE, 16, 128), PoolLayer(("f",), "full", 2 * PAGE, 16)])
+
+
+def test_hybrid_block_size():
+    # Nemotron-H-56B: Mamba page 16,900,096 B, attention 4,096 B per token
+    assert vllm_hybrid_block_size(4096, 16_900_096, None) == 16 * 258 == 4128
+    assert vllm_hybrid_block_size(4096, 16_900_096, 8192) == 8192  # a larger user block stays
+    assert vllm_hybrid_block_size(4096, 16_900_096, 16) == 4128
