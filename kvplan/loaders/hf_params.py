@@ -196,7 +196,7 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
             inv.mlp("mixer", f.integer("intermediate_size"), gated=False, bias=f.flag("mlp_bias"))
         elif pattern and pattern[i] == "E":
             raise ConfigError("parameter count for Nemotron-H MoE layers (E) is not modelled; "
-                              "pass --weight-bytes", source=f.source, field="hybrid_override_pattern")
+                              "pass --weight-memory", source=f.source, field="hybrid_override_pattern")
         return
     if mt == "mixtral":
         inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
@@ -285,7 +285,7 @@ def weight_inventory(model: Model) -> Weights:
     prefix = f.prefix
     if mt not in SUPPORTED:
         raise ConfigError(f"parameter count for model_type {mt!r} is not modelled; pass "
-                          "--weight-bytes", source=model.source, field=prefix + "model_type")
+                          "--weight-memory", source=model.source, field=prefix + "model_type")
     hidden = model.hidden_size
     if mt in VOCAB_DEFAULTS:
         vocab = f.integer("vocab_size", default=VOCAB_DEFAULTS[mt], why=f"{mt} config class default")
