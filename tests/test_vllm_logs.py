@@ -75,8 +75,8 @@ def test_llama_block_count_matches_the_log_exactly():
     assert r.kv_pool_tokens == 29752 * 16
 
 
-#: Models whose available memory kvplan predicts within 2% (gemma-3-27b-it is left out:
-#: kvplan counts the text model only, and vLLM also loads its ~0.42B-parameter vision tower).
+#: Models whose available memory kvplan predicts within 2% (gemma-3-27b-it, a multimodal
+#: model, is checked apart below).
 PREDICTED = [rid for rid in CASES if rid != "llmd-gemma3-27b-h100-tp1"]
 
 
@@ -96,11 +96,13 @@ def test_weights_within_two_percent_of_vllms_weights_memory(rid):
     assert abs(ours - float(logged.group(1))) / float(logged.group(1)) < tolerance
 
 
-def test_gemma3_gap_is_the_vision_tower():
-    """The weights gap on gemma-3-27b-it is the vision tower kvplan does not count: published
-    total 27,432,406,640 (text + vision) - 27,009,346,304 (kvplan's text model) = 423,060,336
-    parameters = 0.79 GiB in bf16; vLLM logged 51.45 GiB of weights."""
+def test_gemma3_with_its_vision_tower():
+    """Gemma-3-27B-it: kvplan counts the SigLIP tower and projector (27,432,406,640 parameters,
+    the published total), 51.10 GiB in bf16 against vLLM's logged 51.45 GiB of weights; the
+    remaining 0.35 GiB (and the multimodal encoder's share of the profiling peak) are not
+    modelled, so the available memory comes out 2.6% high - outside the 2% of the others."""
     r = plan_fit(_request("llmd-gemma3-27b-h100-tp1"))
-    assert r.params_total == 27_009_346_304
-    missing = (27_432_406_640 - r.params_total) * 2 / GiB
-    assert abs(r.budget.weights_bytes / GiB + missing - 51.45) < 0.4
+    assert r.params_total == 27_432_406_640
+    assert abs(r.budget.weights_bytes / GiB - 51.45) / 51.45 < 0.01
+    avail = _gib(RECORDS["llmd-gemma3-27b-h100-tp1"]["lines"]["available_kv_cache_memory"])
+    assert abs(r.budget.kv_pool_bytes / GiB - avail) / avail < 0.03

@@ -279,6 +279,31 @@ def _norms(inv: _Inventory, block: tuple) -> None:
             inv.norm("post_feedforward_layernorm", h)
 
 
+def _siglip_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
+    """SigLIP vision encoder + Gemma-3's projector (transformers ``SiglipVisionModel``,
+    ``Gemma3MultiModalProjector``): patch conv, position embeddings, per layer q/k/v/o and
+    fc1/fc2 with biases and two LayerNorms, a post LayerNorm; then ``mm_input_projection``
+    (vision hidden x text hidden) and ``mm_soft_emb_norm``. Gemma-3-27B: 416,866,032 +
+    6,194,304 = 423,060,336, the published total minus the text model."""
+    h, inter = v.integer("hidden_size"), v.integer("intermediate_size")
+    patch, image = v.integer("patch_size"), v.integer("image_size")
+    inv.add("vision.patch_embedding.weight", h, 3 * patch * patch)
+    inv.add("vision.patch_embedding.bias", h)
+    inv.add("vision.position_embedding", (image // patch) ** 2, h)
+    count = v.integer("num_hidden_layers")
+    for name in ("q_proj", "k_proj", "v_proj"):
+        inv.add(f"vision.layers.self_attn.{name}", h, h + 1, count=count, shard="column")
+    inv.add("vision.layers.self_attn.out_proj", h, h, count=count, shard="row")
+    inv.add("vision.layers.self_attn.out_proj.bias", h, count=count)
+    inv.add("vision.layers.mlp.fc1", inter, h + 1, count=count, shard="column")
+    inv.add("vision.layers.mlp.fc2", h, inter, count=count, shard="row")
+    inv.add("vision.layers.mlp.fc2.bias", h, count=count)
+    inv.add("vision.layers.layer_norms", 4 * h, count=count)
+    inv.add("vision.post_layernorm", 2 * h)
+    inv.add("multi_modal_projector.mm_input_projection_weight", text_hidden, h, shard="column")
+    inv.add("multi_modal_projector.mm_soft_emb_norm", h)
+
+
 def weight_inventory(model: Model) -> Weights:
     """Every parameter tensor of ``model`` (raises ConfigError for families not modelled)."""
     f, mt = text_fields(model.config, model.source)
@@ -329,7 +354,13 @@ def weight_inventory(model: Model) -> Weights:
             inv.add("mtp.embed_tokens", vocab, hidden, shard="vocab")
             inv.add("mtp.shared_head.head", vocab, hidden, shard="vocab")
         extra_name = f"MTP module (num_nextn_predict_layers={mtp}), loaded only as a speculative draft"
-    if f.prefix:
+    vision = model.config.get("vision_config")
+    if f.prefix and isinstance(vision, dict) and vision.get("model_type") == "siglip_vision_model" \
+            and mt in ("gemma3", "gemma3_text"):
+        inv.place = "embed"  # vLLM runs the encoder on the first pipeline stage
+        _siglip_tower(inv, Fields(vision, model.source, "vision_config."), hidden)
+        notes.append("vision tower (SigLIP) and projector counted; kept in the model dtype")
+    elif f.prefix:
         notes.append("vision/audio towers of this multimodal model are not counted")
     return Weights(tensors=tuple(inv.tensors), num_experts=inv.num_experts,
                    experts_per_token=inv.top_k, tied_embeddings=tied, extra_name=extra_name,
