@@ -49,3 +49,7 @@ class GpuSpecError(KvplanError):
 
 class UnknownGpuError(KvplanError):
     """A GPU name that is neither a known spec, an alias, nor a YAML file."""
+
+
+class HubError(KvplanError):
+    """A Hub fetch that failed: gated, not found, offline without a cache, network trouble."""

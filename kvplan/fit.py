@@ -69,6 +69,7 @@ class FitRequest:
     total_memory_bytes: int | None = None
     allow_emulated: bool = False
     search: bool = True
+    checkpoint: dict | None = None  # safetensors summary of a Hub model (params/bytes by dtype)
 
 
 @dataclass(frozen=True)

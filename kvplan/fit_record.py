@@ -32,6 +32,10 @@ def fit_record(r: FitResult) -> dict:
         "params_total": r.params_total,
         "params_active": r.params_active,
         "params_extra": req.weights.params_extra if req.weights else None,
+        "checkpoint": ({**req.checkpoint, "config_params_difference":
+                        req.checkpoint["params_total"] - (r.params_total or 0)
+                        - (req.weights.params_extra if req.weights else 0)}
+                       if req.checkpoint else None),
         "memory": b.memory,
         "budget_terms": [{"key": t.key, "label": t.label.strip(" -=x"), "bytes": t.bytes,
                           "how": t.how, "flag": t.flag, "overridden": t.overridden,

@@ -29,6 +29,7 @@ class Model:
     dtype: str
     source: str = ""
     hub_id: str | None = None
+    hub_revision: str | None = None  # the commit a Hub model was read at
     assumptions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     config: dict = field(default_factory=dict, compare=False, repr=False, hash=False)

@@ -1,10 +1,13 @@
-"""MODEL string -> Model: a built-in name, a local config.json (or folder holding one), or (a
-later capability) a Hub repo id. The returned model's ``source`` says which was used."""
+"""MODEL string -> Model: a built-in name, a local config.json (or folder holding one), or a
+Hugging Face Hub repo id ``org/name`` with an optional ``@revision``. The returned model's
+``source`` says which was used. A Hub id that is also a built-in's id resolves to the built-in
+unless a revision is asked for."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from . import builtins
@@ -26,9 +29,11 @@ def read_config_file(path: Path) -> dict:
                           source=str(path)) from None
 
 
-def load_model(model: str) -> Model:
+def load_model(model: str, *, revision: str | None = None, token: str | None = None,
+               refresh: bool = False) -> Model:
     """Resolve ``model`` in order: built-in name, local path, Hub id."""
-    spec = builtins.find(model)
+    pinned = revision is not None or ("@" in model and HUB_ID.match(model) is not None)
+    spec = None if pinned else builtins.find(model)
     if spec is not None:
         return parse_config(spec["config"], name=spec["name"], hub_id=spec.get("hub_id"),
                             source=f"built-in {spec['name']} (model_specs/{spec['name']}.json)")
@@ -40,12 +45,29 @@ def load_model(model: str) -> Model:
     if path.is_file():
         return parse_config(read_config_file(path), name=path.parent.name if path.name ==
                             "config.json" else path.stem, source=str(path))
+    if HUB_ID.match(model):
+        return load_hub_model(model, revision=revision, token=token, refresh=refresh)
     close = builtins.suggestions(model)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    if HUB_ID.match(model):
-        raise UnknownModelError(
-            f"{model!r} is not a built-in model or a local path, and fetching Hub ids is not "
-            f"supported yet{hint} (see `kvplan models`, or pass a path to its config.json)",
-            field="MODEL")
-    raise UnknownModelError(f"unknown model {model!r}{hint} (see `kvplan models`, or pass a "
-                            "path to a config.json)", field="MODEL")
+    raise UnknownModelError(f"unknown model {model!r}{hint} (see `kvplan models`, pass a path "
+                            "to a config.json, or a Hub id such as org/name)", field="MODEL")
+
+
+def load_hub_model(model: str, *, revision: str | None = None, token: str | None = None,
+                   refresh: bool = False) -> Model:
+    from .loaders.hub import fetch_config
+
+    repo_id, _, at = model.partition("@")
+    if at and revision and at != revision:
+        raise UnknownModelError(f"{model!r} names revision {at!r} but --revision says "
+                                f"{revision!r}", field="--revision")
+    cfg = fetch_config(repo_id, revision or at or None, token=token, refresh=refresh)
+    how = "cached" if cfg.cached else "fetched"
+    source = (f"Hub {repo_id}@{cfg.revision} (commit {cfg.commit[:12]}, {how}, "
+              f"{cfg.endpoint})")
+    m = parse_config(cfg.config, name=repo_id.rsplit("/", 1)[-1], hub_id=repo_id, source=source)
+    warnings = m.warnings
+    if "auto_map" in cfg.config:
+        warnings = (*warnings, "config has auto_map (remote code): read as JSON only, no "
+                    "repository code is loaded or run")
+    return replace(m, warnings=warnings, hub_revision=cfg.commit)

@@ -240,9 +240,13 @@ def test_unknown_model_suggests(capsys):
     assert "unknown model 'llama-3-7b'" in line and "did you mean" in line and "llama-3" in line
 
 
-def test_unknown_hub_id(capsys):
+def test_unknown_hub_id_offline(capsys, tmp_path, monkeypatch):
+    # a Hub id goes to the Hub (tests/test_hub.py runs a real local server); offline with an
+    # empty cache it is one line naming the repo
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     line = fail(capsys, "size", "someorg/some-model")
-    assert "not a built-in model or a local path" in line
+    assert "someorg/some-model@main" in line and "HF_HUB_OFFLINE is set" in line
 
 
 def test_folder_without_config(tmp_path, capsys):

@@ -9,6 +9,7 @@ import typer
 from ..errors import InputError
 from ..units import parse_bytes, parse_tokens
 from .emit import emit
+from .options import Refresh, Revision, Token
 
 EXAMPLES = """\b
 Examples:
@@ -43,8 +44,22 @@ def _positive(value, flag):
     return value
 
 
+def _checkpoint(m, token):
+    """Exact parameters by dtype from a Hub model's safetensors headers (None otherwise)."""
+    if not m.hub_revision:
+        return None
+    from ..loaders.hub import checkpoint_size
+
+    size = checkpoint_size(m.hub_id, m.hub_revision, token=token)
+    if size is None:
+        return None
+    return {"params_total": size.params_total, "params_by_dtype": size.params_by_dtype,
+            "bytes_total": size.bytes_total, "files": size.files}
+
+
 def fit(
-    model: Annotated[str, typer.Argument(help="Built-in name, or a path to a config.json.")],
+    model: Annotated[str, typer.Argument(help="Built-in name, a path to a config.json, or a "
+                                         "Hub id org/name[@revision].")],
     gpu: Annotated[str, typer.Option("--gpu", help="GPU key or alias (see `kvplan gpus`), or a "
                                      "YAML file.")],
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")] = 1,
@@ -94,6 +109,9 @@ def fit(
     allow_emulated: Annotated[bool, typer.Option(
         "--allow-emulated", help="Plan a KV format the GPU cannot run natively.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    revision: Revision = None,
+    token: Token = None,
+    refresh: Refresh = False,
 ) -> None:
     """Does MODEL fit on GPU at this context, with how many concurrent sequences, and how to
     launch it."""
@@ -116,7 +134,7 @@ def fit(
     if num_speculative_tokens and not draft_model:
         raise InputError("needs --draft-model", field="--num-speculative-tokens")
     spec = load_gpu(gpu)
-    m = load_model(model)
+    m = load_model(model, revision=revision, token=token, refresh=refresh)
 
     def inventory(mm):
         from ..errors import ConfigError
@@ -129,7 +147,7 @@ def fit(
 
     draft = None
     if draft_model:
-        dm = load_model(draft_model)
+        dm = load_model(draft_model, token=token)
         draft = Draft(dm, inventory(dm), weight_format(dm, weight_dtype), num_speculative_tokens)
     req = FitRequest(
         model=m, weights=inventory(m), weight_format=weight_format(m, weight_dtype), gpu=spec,
@@ -142,7 +160,8 @@ def fit(
         weight_memory_bytes=_size(weight_memory, "--weight-memory"),
         activation_memory_bytes=_size(activation_memory, "--activation-memory"),
         overhead_memory_bytes=_size(overhead_memory, "--overhead-memory"),
-        total_memory_bytes=_size(total_memory, "--total-memory"), allow_emulated=allow_emulated)
+        total_memory_bytes=_size(total_memory, "--total-memory"), allow_emulated=allow_emulated,
+        checkpoint=_checkpoint(m, token))
     result = plan_fit(req)
 
     def render() -> None:

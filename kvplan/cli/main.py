@@ -35,6 +35,18 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _traceback() -> None:
+    """The current traceback on stderr, with every Hub token replaced by ***."""
+    import traceback
+
+    text = traceback.format_exc()
+    hub = sys.modules.get("kvplan.loaders.hub")
+    for secret in (hub.secrets() if hub else set()) | {os.environ.get("HF_TOKEN") or ""}:
+        if secret:
+            text = text.replace(secret, "***")
+    sys.stderr.write(text)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit status (used by ``main`` and the tests)."""
     try:
@@ -42,7 +54,7 @@ def run(argv: list[str] | None = None) -> int:
         return result if isinstance(result, int) else 0
     except KvplanError as e:
         if os.environ.get("KVPLAN_DEBUG") == "1":
-            raise
+            _traceback()
         return _fail(str(e))
     except TyperException as e:
         ctx = getattr(e, "ctx", None)

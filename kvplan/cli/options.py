@@ -1,6 +1,8 @@
 """Parsing of option values shared by commands (one clear error per bad value)."""
 
-from __future__ import annotations
+from typing import Annotated
+
+import typer
 
 from ..dtypes import STATE_DTYPES, canonical_dtype
 from ..errors import InputError
@@ -32,3 +34,13 @@ def parse_state_dtype(value: str | None) -> str | None:
         raise InputError(f"unknown dtype {value!r}; use {', '.join(STATE_DTYPES)}",
                          field="--state-dtype")
     return resolved
+
+
+# Shared Hub options (size, fit). The token is never echoed anywhere.
+Revision = Annotated[str | None, typer.Option(
+    "--revision", help="Hub branch, tag or commit (or MODEL@REV).")]
+Token = Annotated[str | None, typer.Option(
+    "--token", help="Hub access token for gated or private repos (default: HF_TOKEN or your "
+    "saved login). Never printed.")]
+Refresh = Annotated[bool, typer.Option(
+    "--refresh", help="Ask the Hub again instead of using a cached config.json.")]

@@ -26,6 +26,13 @@ def render_fit(r: FitResult) -> None:
         extra = (f"; + {req.weights.params_extra:,} in the {req.weights.extra_name}"
                  if req.weights and req.weights.params_extra else "")
         out.print(f"parameters: {r.params_total:,}{active}{extra}")
+    ck = req.checkpoint
+    if ck:
+        by = ", ".join(f"{d} {n:,}" for d, n in ck["params_by_dtype"].items())
+        counted = (r.params_total or 0) + (req.weights.params_extra if req.weights else 0)
+        out.print(f"checkpoint (safetensors headers, {ck['files']} file(s)): {ck['params_total']:,} "
+                  f"parameters ({by}) = {ck['bytes_total']:,} B; config count differs by "
+                  f"{ck['params_total'] - counted:+,}")
     out.print(b.rules, style="dim")
     stage = min(r.stages, key=lambda s: s.budget.kv_pool_bytes).stage
     t = Table(title=f"Memory budget per GPU (stage {stage} of {len(r.stages)}; GiB = 2^30 B)",

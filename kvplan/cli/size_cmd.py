@@ -11,7 +11,7 @@ from ..footprint import kv_footprint
 from ..records import size_record
 from ..resolve import load_model
 from .emit import emit
-from .options import parse_contexts, parse_state_dtype
+from .options import Refresh, Revision, Token, parse_contexts, parse_state_dtype
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072)
 
@@ -21,12 +21,14 @@ Examples:
   kvplan size deepseek-v3 --tp 8 -c 128k
   kvplan size gemma-3-27b-it --kv-dtype fp8 -c 8k,128k --json
   kvplan size gpt-oss-20b --engine llama.cpp --k-dtype q8_0 --v-dtype q4_0
-  kvplan size ./my-model/config.json --engine hf@4"""
+  kvplan size ./my-model/config.json --engine hf@4
+  kvplan size Qwen/Qwen3-235B-A22B -c 32k      # fetched from the Hub, then cached"""
 
 
 def size(
-    model: Annotated[str, typer.Argument(help="Built-in name (see `kvplan models`), or a path "
-                                         "to a config.json or a folder holding one.")],
+    model: Annotated[str, typer.Argument(help="Built-in name (see `kvplan models`), a path "
+                                         "to a config.json or a folder holding one, or a Hub "
+                                         "id org/name[@revision].")],
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV storage format for K and V: "
                                           "auto (model dtype), bf16, fp8, int4:group=64, kivi2, "
                                           "nvfp4, q8_0, ... (see `kvplan formats`).")] = "auto",
@@ -46,11 +48,14 @@ def size(
     state_dtype: Annotated[str | None, typer.Option(
         "--state-dtype", help="Override the dtype of SSM / linear-attention states.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    revision: Revision = None,
+    token: Token = None,
+    refresh: Refresh = False,
 ) -> None:
     """How much KV cache one sequence of MODEL needs, per layer kind, per context, per GPU."""
     contexts = parse_contexts(context, DEFAULT_CONTEXTS)
     state_dtype = parse_state_dtype(state_dtype)
-    m = load_model(model)
+    m = load_model(model, revision=revision, token=token, refresh=refresh)
     fp = kv_footprint(m, contexts, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp,
                       pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype)
     def render() -> None:
