@@ -200,3 +200,13 @@ def test_huggingface_hub_is_imported_only_on_the_hub_path(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=str(__import__("pathlib").Path(__file__).parents[1]))
     assert done.stderr.strip().endswith("NOHUB"), done.stderr
+
+
+def test_fit_goes_on_when_the_headers_cannot_be_read(hub, capsys, monkeypatch):
+    size_json(capsys, "kvplan-test/llama3-8b")  # config cached
+    hub.httpd.shutdown()
+    hub.httpd.server_close()
+    monkeypatch.setenv("KVPLAN_HUB_TIMEOUT", "0.5")
+    rc, out, err = cli(capsys, "fit", "kvplan-test/llama3-8b", "--gpu", "h100", "--json")
+    assert rc == 0 and json.loads(out)["checkpoint"] is None
+    assert "warning: safetensors headers not read" in err

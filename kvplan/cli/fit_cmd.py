@@ -48,9 +48,14 @@ def _checkpoint(m, token):
     """Exact parameters by dtype from a Hub model's safetensors headers (None otherwise)."""
     if not m.hub_revision:
         return None
+    from ..errors import HubError
     from ..loaders.hub import checkpoint_size
 
-    size = checkpoint_size(m.hub_id, m.hub_revision, token=token)
+    try:
+        size = checkpoint_size(m.hub_id, m.hub_revision, token=token)
+    except HubError as e:  # the plan does not need the headers: say so and go on
+        typer.echo(f"kvplan: warning: safetensors headers not read: {e}", err=True)
+        return None
     if size is None:
         return None
     return {"params_total": size.params_total, "params_by_dtype": size.params_by_dtype,
