@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import fail
 from typer.testing import CliRunner
 
-from kvplan.cli.main import app, run
+from kvplan.cli.main import app
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 runner = CliRunner()
@@ -129,18 +130,6 @@ def test_aliases_are_forgiving(alias):
 
 
 # ---- bad input: one line on stderr, exit 2, nothing on stdout, no traceback ----------------
-
-def fail(capsys, *argv: str) -> str:
-    code = run(list(argv))
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    assert lines[0].startswith("kvplan: error: ")
-    return lines[0]
-
 
 def write(tmp_path: Path, text: str, name: str = "config.json") -> str:
     p = tmp_path / name

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import fail
 
 from kvplan.cli.main import run
 from kvplan.hardware import load_gpu
@@ -33,18 +34,6 @@ def fit_json(capsys, *args: str) -> dict:
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)
-
-
-def fail(capsys, *argv: str) -> str:
-    code = run(list(argv))
-    out, err = capsys.readouterr()
-    assert code == 2, (out, err)
-    assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    assert lines[0].startswith("kvplan: error: ")
-    return lines[0]
 
 
 # ---- JSON ------------------------------------------------------------------------------------
