@@ -300,9 +300,10 @@ def plan_fit(req: FitRequest) -> FitResult:
     return _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
 
 
-def _seq_bytes_on_stage(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: int) -> int:
+def _seq_bytes_on_stage(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: int,
+                        n: int | None = None) -> int:
     rng = pp_stages(fp.model.num_layers, pp)[stage]
-    n = fp.sequences[0].context_tokens
+    n = fp.sequences[0].context_tokens if n is None else n
     total = Fraction(0)
     costs = [c for i in rng for c in fp.layer_costs[i]]
     if draft_fp is not None and stage == pp - 1:
@@ -418,6 +419,27 @@ def _token_pool(req, layout, costs, pool, seq_bytes, block, ctx, max_model_len):
         return full_tokens, max(conc, 0), full_tokens / max_model_len
     tokens = pool // cell // block * block if cell else 0
     return tokens, conc, tokens / max_model_len
+
+
+def concurrency_at(r: FitResult, n: int) -> int:
+    """Whole sequences of ``n`` tokens the planned pool holds (the ``max_concurrency`` rule of
+    ``plan_fit`` at another context; no shared prefix). 0 past the memory cliff."""
+    req = r.request
+    if r.layout.name == "vllm":
+        nb = min(p.num_blocks or 0 for p in r.stages)
+        best = None
+        for p in r.stages:
+            private, _ = _vllm_seq_blocks(p, r.block_size_tokens, n, 0, r.layout)
+            c = nb // private if private else 10**9
+            best = c if best is None else min(best, c)
+        return max(best or 0, 0)
+    draft = None  # the draft's layers are already in the stage costs only through the fit
+    out = None
+    for p in r.stages:
+        seq = _seq_bytes_on_stage(r.footprint, draft, p.stage, req.pp, n)
+        c = p.budget.kv_pool_bytes // seq if seq else 10**9
+        out = c if out is None else min(out, c)
+    return max(out or 0, 0)
 
 
 SEARCH_TP = (1, 2, 4, 8)

@@ -7,6 +7,7 @@ word (``H200-SXM``, ``h200_sxm``, ``nvidia-h200-sxm`` are one key); never by sub
 from __future__ import annotations
 
 import os
+import re
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -53,13 +54,24 @@ def _load(path: Path) -> GpuSpec:
     return gpu_from_file(path)
 
 
+_NAME = re.compile(r"^name:\s*(.+?)\s*(?:#.*)?$", re.MULTILINE)
+_ALIASES = re.compile(r"^aliases:\s*\[(.*)\]\s*(?:#.*)?$", re.MULTILINE)
+
+
 def _names(path: Path) -> list[str]:
     """The key, name and aliases of one file, read without schema validation (the chosen
-    file is validated when loaded); fast enough to index every file on each lookup."""
+    file is validated when loaded). One-line ``name:`` and flow-list ``aliases: [...]`` (the
+    style of the built-in files) are read with a regular expression; anything else with
+    ``yaml.safe_load``."""
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        name, aliases = _NAME.search(text), _ALIASES.search(text)
+        if name and aliases and not any(c in aliases.group(1) for c in "[]{}\"'"):
+            return [path.stem, name.group(1).strip("\"'"),
+                    *(a.strip() for a in aliases.group(1).split(",") if a.strip())]
+        data = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         from .loaders.yaml_file import read_yaml
 

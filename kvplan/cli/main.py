@@ -13,7 +13,7 @@ import typer
 from typer.exceptions import TyperException  # typer 0.28 vendors click: its errors derive from this
 
 from ..errors import KvplanError
-from . import fit_cmd, formats_cmd, gpus_cmd, models_cmd, size_cmd
+from . import curve_cmd, fit_cmd, formats_cmd, gpus_cmd, models_cmd, size_cmd, sweep_cmd
 
 app = typer.Typer(
     name="kvplan",
@@ -28,6 +28,8 @@ app.command("models")(models_cmd.models)
 app.command("formats")(formats_cmd.formats)
 app.command("gpus")(gpus_cmd.gpus)
 app.command("fit", epilog=fit_cmd.EXAMPLES)(fit_cmd.fit)
+app.command("curve", epilog=curve_cmd.EXAMPLES)(curve_cmd.curve)
+app.command("sweep", epilog=sweep_cmd.EXAMPLES)(sweep_cmd.sweep)
 
 
 def _fail(message: str) -> int:

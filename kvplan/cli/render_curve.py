@@ -1,0 +1,54 @@
+"""Terminal rendering of ``kvplan curve``."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ..curve import Y_UNITS
+from ..units import format_tokens
+from .render import console
+
+
+def _fmt(v: float | None, y: str) -> str:
+    if v is None:
+        return "-"
+    if y == "concurrency":
+        return f"{v:,.0f}"
+    return f"{v:,.3g}" if v < 100 else f"{v:,.0f}"
+
+
+def render_curve(result, plot: str | None) -> None:
+    out = console()
+    series = result.series
+    first = series[0]
+    out.print(result.title)
+    xlab = {"context": "context (tokens)", "batch": "batch (sequences)",
+            "position": "position (tokens)"}[first.x]
+    out.print(f"{first.y} ({Y_UNITS[first.y]}) by {xlab}")
+    t = Table()
+    t.add_column(first.x, justify="right")
+    for s in series:
+        t.add_column(s.label, justify="right")
+        if first.y != "concurrency" and first.x != "batch":
+            t.add_column("batch", justify="right", style="dim")
+    for i, p in enumerate(first.points):
+        cells = [format_tokens(p.x) if first.x != "batch" else str(p.x)]
+        for s in series:
+            q = s.points[i]
+            cells.append(_fmt(q.y, s.y))
+            if first.y != "concurrency" and first.x != "batch":
+                cells.append(str(q.batch))
+        t.add_row(*cells)
+    out.print(t)
+    for s, e in zip(series, result.efficiencies):
+        notes = []
+        if s.cliff_one is not None:
+            notes.append(f"one sequence left from {format_tokens(s.cliff_one)}")
+        if s.cliff_zero is not None:
+            notes.append(f"nothing fits from {format_tokens(s.cliff_zero)}")
+        if s.fit_base is not None and s.fit_slope is not None:
+            notes.append(f"fit: {s.fit_base:.4g} + {s.fit_slope * 1000:.4g} per 1k tokens of position")
+        notes.append(f"efficiency: HBM {e.hbm_bandwidth:.0%}, FLOP/s {e.flops:.0%} ({e.source})")
+        out.print(f"{s.label}: " + "; ".join(notes), style="dim")
+    if plot:
+        out.print(f"plot written to {plot}")

@@ -1,0 +1,90 @@
+"""``kvplan sweep MODEL [MODEL...]``: a grid over GPUs, TP, PP, KV formats, contexts, batches."""
+
+# No `from __future__ import annotations` (typer evaluates annotation strings at start-up).
+
+from typing import Annotated
+
+import typer
+
+from ..errors import InputError
+
+EXAMPLES = """\b
+Examples:
+  kvplan sweep llama-3-70b --gpu h100,h200 --tp 1,2,4,8 --kv-dtype bf16,fp8 -c 8k,32k,128k --batch 1,8,64
+  kvplan sweep llama-3-70b qwen3-30b-a3b --gpu h100,b200 --tp 1,2,4 -c 1k:128k:x2 --batch 1:256:+8 \\
+      --where 'tpot_ms <= 50' --objective cost_per_mtok --top 10 --format md"""
+
+
+def _split(values: list[str] | None, default: list[str]) -> list[str]:
+    out = [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+    return out or default
+
+
+def _ints(values: list[str] | None, default: str, flag: str) -> list[int]:
+    from ..grid import parse_axis
+
+    return parse_axis(",".join(values) if values else default, flag, tokens=False)
+
+
+def sweep(
+    models: Annotated[list[str], typer.Argument(help="One or more models.")],
+    gpu: Annotated[list[str], typer.Option("--gpu", help="GPU(s), comma list.")],
+    tp: Annotated[list[str] | None, typer.Option("--tp", help="TP degrees, e.g. 1,2,4,8.")] = None,
+    pp: Annotated[list[str] | None, typer.Option("--pp", help="PP degrees.")] = None,
+    kv_dtype: Annotated[list[str] | None, typer.Option("--kv-dtype", help="KV formats.")] = None,
+    context: Annotated[list[str] | None, typer.Option(
+        "--context", "-c", help="Contexts: 8k,32k or a range 1k:128k:x2.")] = None,
+    batch: Annotated[list[str] | None, typer.Option(
+        "--batch", help="Batch sizes: 1,8,64 or a range 1:256:+8.")] = None,
+    engine: Annotated[str, typer.Option("--engine")] = "vllm",
+    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype")] = None,
+    price: Annotated[float | None, typer.Option("--price", help="USD per GPU-hour.")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", help="Filter: COLUMN OP NUMBER, e.g. 'tpot_ms <= 50'; repeatable (and).")] = None,
+    objective: Annotated[str | None, typer.Option(
+        "--objective", help="Rank fitting rows: cost_per_mtok, throughput, throughput_per_gpu, "
+        "gpus, tpot, ttft.")] = None,
+    top: Annotated[int | None, typer.Option("--top", help="Keep the first N rows.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="csv | parquet | json | md")] = "csv",
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Write to FILE.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Allow grids over 10 million rows.")] = False,
+) -> None:
+    """Evaluate every combination; print or write the table."""
+    from ..grid import parse_axis
+    from ..report import FORMATS, write
+    from ..sweep import Grid, apply_where, check, parse_where, rank
+
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")
+    if top is not None and top < 1:
+        raise InputError(f"must be positive, got {top}", field="--top")
+    for expr in where or []:
+        parse_where(expr)  # refuse a bad filter before any work
+    grid = Grid(models=models, gpus=_split(gpu, []), tps=_ints(tp, "1", "--tp"),
+                pps=_ints(pp, "1", "--pp"), kv_dtypes=_split(kv_dtype, ["auto"]),
+                contexts=parse_axis(",".join(context) if context else "8k", "--context"),
+                batches=_ints(batch, "1", "--batch"), engine=engine, weight_dtype=weight_dtype,
+                price=price)
+    check(grid, yes)
+    from ..sweep import sweep as run_sweep
+
+    if grid.rows >= 100_000:
+        from rich.progress import Progress
+
+        with Progress(console=console_stderr(), transient=True) as bar:
+            task = bar.add_task(f"{grid.rows:,} rows", total=grid.rows)
+            df = run_sweep(grid, progress=lambda n: bar.advance(task, n))
+    else:
+        df = run_sweep(grid)
+    df = rank(apply_where(df, where or []), objective, top)
+    text = write(df, fmt, output)
+    if text is not None:
+        typer.echo(text, nl=False)
+    else:
+        typer.echo(f"kvplan: wrote {len(df):,} rows to {output}", err=True)
+
+
+def console_stderr():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, markup=False, emoji=False)

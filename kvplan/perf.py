@@ -1,0 +1,176 @@
+"""Roofline latency and throughput of a planned deployment, per GPU. Pure.
+
+Every formula is written with arithmetic only (no ``max``/``min`` calls on values), so the
+same code runs on Python numbers and on numpy arrays (``kvplan.sweep`` evaluates whole grids
+with it). Units are in the names: bytes, FLOPs, seconds.
+
+Decode step of a batch of B sequences at context n, on the busiest GPU (one pipeline stage):
+- bytes = non-expert weights (the embedding table is a lookup and is not read; a tied LM head
+  is) + expected distinct experts hit x bytes of one expert per MoE layer, where B tokens
+  each routing to k of E experts hit ``E x (1 - (1 - k/E)^B)`` distinct ones
+  + B x KV bytes each sequence reads (full layers n tokens, sliding layers min(n, W), chunked
+  layers up to C - the peak - and MLA its latent) + recurrent states read and written;
+- FLOPs = B x (2 x active parameters + attention: 2 x heads x (d_k + d_v) per cached token
+  per layer; MLA in absorbed form 2 x heads x (latent + kv_lora_rank));
+- time = max(bytes / (HBM bandwidth x efficiency), FLOPs / (peak x efficiency))
+  + tensor-parallel all-reduce: 2 per layer, ring ``2 (tp - 1) / tp x B x hidden x 2 B``
+  over the interconnect (x efficiency) + a per-call latency;
+- TPOT = pp x the stage time (no micro-batch overlap; the pipeline bubble is (pp - 1) / pp of
+  each GPU's time); tokens/s per replica = B / TPOT.
+Prefill of a prompt of p tokens in chunks of ``max_num_batched_tokens``: FLOPs = 2 x active
+parameters x p + attention 2 x heads x (d_k + d_v) x p^2 / 2 per full layer (causal), p x
+min(p, W) for sliding ones; time = max(FLOPs / peak, chunks x weights / bandwidth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _max(a, b):
+    return (a + b + abs(a - b)) / 2
+
+
+def _min(a, b):
+    return (a + b - abs(a - b)) / 2
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achieved fractions of datasheet figures. Defaults: decode GEMV/attention kernels reach
+    ~80% of HBM bandwidth, large GEMMs ~60% of dense peak, NCCL ring all-reduce ~70% of link
+    bandwidth with ~10 us per call. Replaced by a calibrated run's figures when one exists
+    for the GPU (``kvplan.loaders.calibration``), or by the user's."""
+
+    hbm_bandwidth: float = 0.80
+    flops: float = 0.60
+    interconnect: float = 0.70
+    allreduce_latency_s: float = 10e-6
+    source: str = "kvplan defaults"
+
+
+@dataclass(frozen=True)
+class KvRead:
+    """Bytes one sequence reads per step from one group of layers on one GPU:
+    ``bytes_per_token x min(n, cap_tokens)`` (cap None: every token)."""
+
+    bytes_per_token: float
+    cap_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """One deployment's per-GPU terms (the busiest pipeline stage), built by ``kvplan.perf_model``."""
+
+    weight_bytes: float  # non-expert weights read by every step (embedding lookup excluded)
+    expert_bytes: float  # one routed expert of one MoE layer on this GPU
+    moe_layers: int
+    num_experts: int
+    top_k: int
+    kv_reads: tuple[KvRead, ...]
+    state_bytes: float  # recurrent state per sequence, read and written each step
+    flops_per_token: float  # 2 x active parameters on this GPU
+    attn_flops: tuple[KvRead, ...]  # attention FLOPs per cached token (same caps)
+    hidden_size: int
+    layers: int  # decoder layers on the stage
+    tp: int
+    pp: int
+    hbm_bytes_per_s: float  # datasheet
+    flops_per_s: float  # datasheet, dense, for the weights' compute dtype
+    link_bytes_per_s: float  # per direction
+    efficiency: Efficiency
+    activation_bytes_per_element: int = 2
+
+
+def kv_read_bytes(m: StepModel, n):
+    total = 0.0
+    for r in m.kv_reads:
+        total = total + r.bytes_per_token * (n if r.cap_tokens is None else _min(n, r.cap_tokens))
+    return total + m.state_bytes
+
+
+def attention_flops(m: StepModel, n):
+    total = 0.0
+    for r in m.attn_flops:
+        total = total + r.bytes_per_token * (n if r.cap_tokens is None else _min(n, r.cap_tokens))
+    return total
+
+
+def distinct_experts(m: StepModel, batch):
+    """Expected distinct experts B tokens hit in one MoE layer (k of E each, uniform)."""
+    if not m.num_experts:
+        return 0.0
+    return m.num_experts * (1 - (1 - m.top_k / m.num_experts) ** batch)
+
+
+def allreduce_s(m: StepModel, tokens):
+    """Two ring all-reduces per layer of ``tokens x hidden`` activations (0 without TP)."""
+    if m.tp == 1:
+        return 0.0 * tokens
+    message = tokens * m.hidden_size * m.activation_bytes_per_element
+    bw = m.link_bytes_per_s * m.efficiency.interconnect
+    per_call = m.efficiency.allreduce_latency_s + 2 * (m.tp - 1) / m.tp * message / bw
+    return 2 * m.layers * per_call
+
+
+@dataclass(frozen=True)
+class Step:
+    seconds: object  # the stage's step time (float or array)
+    memory_s: object
+    compute_s: object
+    comm_s: object
+    bytes: object
+    kv_bytes: object
+    flops: object
+
+
+def decode_step(m: StepModel, batch, context) -> Step:
+    kv = batch * kv_read_bytes(m, context)
+    moved = m.weight_bytes + distinct_experts(m, batch) * m.expert_bytes * m.moe_layers + kv
+    flops = batch * (m.flops_per_token + attention_flops(m, context))
+    memory_s = moved / (m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
+    compute_s = flops / (m.flops_per_s * m.efficiency.flops)
+    comm_s = allreduce_s(m, batch)
+    return Step(_max(memory_s, compute_s) + comm_s, memory_s, compute_s, comm_s, moved, kv, flops)
+
+
+def tpot_s(m: StepModel, batch, context):
+    """Time per output token (inter-token latency) of every sequence in the batch."""
+    return m.pp * decode_step(m, batch, context).seconds
+
+
+def tokens_per_s(m: StepModel, batch, context):
+    """Output tokens per second of one replica."""
+    return batch / tpot_s(m, batch, context)
+
+
+def prefill_s(m: StepModel, prompt_tokens, chunk_tokens):
+    """Time to prefill one prompt (TTFT without queueing), all pipeline stages."""
+    attn = 0.0
+    for r in m.attn_flops:
+        span = prompt_tokens / 2 if r.cap_tokens is None else _min(prompt_tokens / 2, r.cap_tokens)
+        attn = attn + r.bytes_per_token * span
+    flops = prompt_tokens * (m.flops_per_token + attn)
+    chunks = -(-prompt_tokens // chunk_tokens)
+    compute_s = flops / (m.flops_per_s * m.efficiency.flops)
+    memory_s = chunks * (m.weight_bytes + m.expert_bytes * m.moe_layers * m.num_experts) / (
+        m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
+    return m.pp * (_max(compute_s, memory_s) + allreduce_s(m, prompt_tokens))
+
+
+def compute_bound_batch(m: StepModel, context) -> float:
+    """The batch at which a decode step's FLOP time reaches its memory time (dense model,
+    experts at full coverage); inf when decode never turns compute-bound at this context."""
+    per_seq_mem = kv_read_bytes(m, context) / (m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
+    per_seq_flop = (m.flops_per_token + attention_flops(m, context)) / (
+        m.flops_per_s * m.efficiency.flops)
+    fixed = (m.weight_bytes + m.expert_bytes * m.moe_layers * m.num_experts) / (
+        m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
+    if per_seq_flop <= per_seq_mem:
+        return float("inf")
+    return fixed / (per_seq_flop - per_seq_mem)
+
+
+def cost_per_mtok_usd(price_usd_per_hour: float, tokens_per_second):
+    """$ per million tokens for a deployment costing ``price_usd_per_hour`` (all its GPUs)."""
+    return price_usd_per_hour / 3600 / tokens_per_second * 1e6

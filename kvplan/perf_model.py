@@ -1,0 +1,117 @@
+"""A planned deployment (``FitResult``) -> the per-GPU terms of ``kvplan.perf.StepModel``. Pure.
+
+The busiest pipeline stage is the one holding the most weight bytes. Tensors counted per GPU
+with the TP rules of ``kvplan.weights``; the embedding table (and a vision tower) is a lookup
+and is not read by a decode step, a tied LM head is (it is the embedding matrix).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from .costs import LayerCost
+from .fit import FitResult
+from .gpu import GpuSpec
+from .layers import ChunkedLocal, MultiHeadLatent, SlidingWindow
+from .parallel import pp_stage_sizes, pp_stages
+from .perf import Efficiency, KvRead, StepModel
+from .weights import Tensor
+
+
+def compute_dtype(gpu: GpuSpec, weight_scheme: str) -> str:
+    """The GEMM dtype: fp8 weights run fp8 GEMMs where the GPU has them; else bf16."""
+    if weight_scheme.startswith("fp8") and "fp8" in gpu.dense_flops_per_s:
+        return "fp8"
+    return "bf16"
+
+
+def _stage_of(layer: int | None, sizes: list[int]) -> int:
+    acc = 0
+    for s, n in enumerate(sizes):
+        acc += n
+        if layer is not None and layer < acc:
+            return s
+    return len(sizes) - 1
+
+
+def _cap(cost: LayerCost) -> int | None:
+    if isinstance(cost.spec, (SlidingWindow, ChunkedLocal)):
+        return cost.window_tokens
+    return None
+
+
+def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
+    req = r.request
+    w, fmt, tp, pp = req.weights, req.weight_format, req.tp, req.pp
+    if w is None:
+        raise ValueError("a performance model needs the parameter inventory (not --weight-memory)")
+    layers = r.footprint.model.num_layers
+    sizes = pp_stage_sizes(layers, pp)
+    stage_bytes = [Fraction(0)] * pp
+    dense_bytes = [Fraction(0)] * pp
+    expert_bytes = [Fraction(0)] * pp
+    dense_params = [0] * pp
+    expert_params = [0] * pp
+    moe_layers = [set() for _ in range(pp)]
+
+    def rank_params(t: Tensor) -> int:
+        rows, cols = t.shape_on_rank(tp)
+        return rows * cols * t.count
+
+    for t in w.tensors:
+        if t.place == "extra":
+            continue
+        if t.place == "embed":
+            stage_bytes[0] += fmt.tensor_bytes(t, tp)
+            if not (w.tied_embeddings and t.name == "embed_tokens"):
+                continue  # a lookup: not read by a decode step
+            s = pp - 1  # the tied LM head reads the embedding matrix on the last stage
+        elif t.place == "head":
+            s = pp - 1
+        else:
+            s = _stage_of(t.layer, sizes)
+        b = fmt.tensor_bytes(t, tp)
+        if t.place != "embed":
+            stage_bytes[s] += b
+        if t.expert:
+            expert_bytes[s] += b / t.count
+            expert_params[s] += rank_params(t) // t.count
+            moe_layers[s].add(t.layer)
+        else:
+            dense_bytes[s] += b
+            dense_params[s] += rank_params(t)
+    s = max(range(pp), key=lambda i: stage_bytes[i])
+    n_moe = len(moe_layers[s])
+    per_expert_bytes = float(expert_bytes[s]) / n_moe if n_moe else 0.0
+    per_expert_params = expert_params[s] / n_moe if n_moe else 0.0
+    active = dense_params[s] + w.experts_per_token * per_expert_params * n_moe
+
+    costs: dict[int, tuple[LayerCost, int]] = {}
+    for i in pp_stages(layers, pp)[s]:
+        for c in r.footprint.layer_costs[i]:
+            costs.setdefault(id(c), (c, 0))
+            costs[id(c)] = (c, costs[id(c)][1] + 1)
+    kv_reads, attn, state = [], [], 0.0
+    for c, count in costs.values():
+        if c.state_bytes_per_rank:
+            state += 2 * c.state_bytes_per_rank * count  # read and written every step
+            continue
+        kv_reads.append(KvRead(float(c.rank_bytes_for_tokens(1)) * count, _cap(c)))
+        spec = c.spec
+        heads = spec.num_attention_heads // tp
+        if isinstance(spec, MultiHeadLatent):
+            per_token = 2 * heads * (spec.latent_dim + spec.kv_lora_rank)
+        else:
+            per_token = 2 * heads * (spec.head_dim_k + spec.head_dim_v)
+        attn.append(KvRead(float(per_token * count), _cap(c)))
+    gpu = req.gpu
+    dtype = compute_dtype(gpu, fmt.scheme)
+    return StepModel(
+        weight_bytes=float(dense_bytes[s]), expert_bytes=per_expert_bytes, moe_layers=n_moe,
+        num_experts=w.num_experts if n_moe else 0, top_k=w.experts_per_token if n_moe else 0,
+        kv_reads=tuple(kv_reads), state_bytes=state, flops_per_token=2.0 * active,
+        attn_flops=tuple(attn), hidden_size=r.footprint.model.hidden_size, layers=sizes[s], tp=tp,
+        pp=pp, hbm_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
+        flops_per_s=float(gpu.dense_flops_per_s[dtype]),
+        link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
+        efficiency=efficiency or Efficiency())

@@ -1,0 +1,79 @@
+"""Loading and planning for the curve and sweep commands: resolve the model and GPUs, plan
+each (GPU, KV format) with ``plan_fit`` and build its performance model. Sits above the
+loaders; the math is in ``kvplan.fit``, ``kvplan.perf`` and ``kvplan.curve``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .curve import Series, series
+from .fit import FitRequest, FitResult, plan_fit
+from .gpu import GpuSpec
+from .perf import Efficiency, StepModel
+from .perf_model import step_model
+from .units import parse_tokens
+
+
+@dataclass(frozen=True)
+class CurveResult:
+    title: str
+    series: tuple[Series, ...]
+    plans: tuple[FitResult, ...]
+    efficiencies: tuple[Efficiency, ...]
+    warnings: tuple[str, ...]
+
+
+def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None) -> Efficiency:
+    from .loaders.calibration import measured_efficiency
+
+    base = measured_efficiency(gpu.key) or Efficiency()
+    if hbm is not None or flops is not None:
+        base = replace(base, hbm_bandwidth=hbm if hbm is not None else base.hbm_bandwidth,
+                       flops=flops if flops is not None else base.flops, source="given")
+    return base
+
+
+def plan(model, gpu: GpuSpec, *, kv_dtype: str, weight_dtype: str | None, engine: str, tp: int,
+         pp: int, context_tokens: int, efficiency: Efficiency) -> tuple[FitResult, StepModel]:
+    from .loaders.hf_params import weight_inventory
+    from .loaders.quant_config import weight_format
+
+    req = FitRequest(model=model, weights=weight_inventory(model),
+                     weight_format=weight_format(model, weight_dtype), gpu=gpu, engine=engine,
+                     tp=tp, pp=pp, kv_dtype=kv_dtype, context_tokens=context_tokens, search=False,
+                     allow_emulated=False)
+    r = plan_fit(req)
+    return r, step_model(r, efficiency)
+
+
+def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
+                 weight_dtype: str | None, engine: str, tp: int, pp: int, x: str, y: str,
+                 xs: list[int], context: str, batch: int | None, price: float | None,
+                 hbm_efficiency: float | None, flops_efficiency: float | None) -> CurveResult:
+    from .errors import InputError
+    from .hardware import load_gpu
+    from .resolve import load_model
+
+    m = load_model(model_name)
+    try:
+        ctx = parse_tokens(context)
+    except ValueError as e:
+        raise InputError(str(e), field="--context") from None
+    max_len = ctx if x == "batch" else max(xs)
+    out, plans, effs = [], [], []
+    for g in gpus:
+        spec = load_gpu(g)
+        eff = efficiency_for(spec, hbm_efficiency, flops_efficiency)
+        for kv in kv_dtypes:
+            r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=weight_dtype, engine=engine, tp=tp,
+                         pp=pp, context_tokens=max_len, efficiency=eff)
+            hourly = (price if price is not None else spec.price_usd_per_gpu_hour) * tp * pp
+            label = f"{spec.key} {r.kv_format}" if len(gpus) > 1 else r.kv_format
+            if len(kv_dtypes) == 1 and len(gpus) > 1:
+                label = spec.key
+            out.append(series(label, r, sm, x=x, y=y, xs=xs, context_tokens=ctx, batch=batch,
+                              price_usd_per_hour=hourly))
+            plans.append(r)
+            effs.append(eff)
+    title = f"{m.name}, tp {tp} x pp {pp}, engine {plans[0].layout.label}"
+    return CurveResult(title, tuple(out), tuple(plans), tuple(effs), m.warnings)

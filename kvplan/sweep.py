@@ -1,0 +1,166 @@
+"""``kvplan sweep``: a grid over models x GPUs x TP x PP x KV formats x contexts x batches as
+a pandas DataFrame. Reports layer (the only pandas import with ``kvplan.report``).
+
+Each (model, GPU, TP, PP, KV format) is planned once with ``plan_fit`` (at the grid's longest
+context); its concurrency is evaluated per context, and the roofline formulas of
+``kvplan.perf`` run over the whole context x batch block as numpy arrays (no Python loop per
+row).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError, KvplanError
+from .fit import concurrency_at
+from .perf import cost_per_mtok_usd, prefill_s, tpot_s
+
+COLUMNS = ["model", "gpu", "tp", "pp", "gpus", "engine", "kv_dtype", "weight_dtype",
+           "context_tokens", "batch", "fits", "max_concurrency", "kv_pool_bytes", "tpot_ms",
+           "ttft_ms", "tokens_per_s", "tokens_per_s_per_gpu", "cost_per_mtok_usd",
+           "price_usd_per_hour", "error"]
+NUMERIC = [c for c in COLUMNS if c not in ("model", "gpu", "engine", "kv_dtype",
+                                           "weight_dtype", "error")]
+OBJECTIVES = {"cost_per_mtok": ("cost_per_mtok_usd", True), "throughput": ("tokens_per_s", False),
+              "throughput_per_gpu": ("tokens_per_s_per_gpu", False), "gpus": ("gpus", True),
+              "tpot": ("tpot_ms", True), "ttft": ("ttft_ms", True)}
+MAX_ROWS = 10_000_000
+WHERE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|==|!=|<|>)\s*(true|false|[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?)\s*$",
+                   re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Grid:
+    models: list[str]
+    gpus: list[str]
+    tps: list[int]
+    pps: list[int]
+    kv_dtypes: list[str]
+    contexts: list[int]
+    batches: list[int]
+    engine: str = "vllm"
+    weight_dtype: str | None = None
+    price: float | None = None
+    hbm_efficiency: float | None = None
+    flops_efficiency: float | None = None
+
+    @property
+    def configs(self) -> int:
+        return len(self.models) * len(self.gpus) * len(self.tps) * len(self.pps) * len(self.kv_dtypes)
+
+    @property
+    def rows(self) -> int:
+        return self.configs * len(self.contexts) * len(self.batches)
+
+
+def check(grid: Grid, yes: bool) -> None:
+    if grid.rows == 0:
+        raise InputError("the grid is empty", field="sweep")
+    if grid.rows > MAX_ROWS and not yes:
+        raise InputError(f"the grid has {grid.rows:,} rows (over {MAX_ROWS:,}); narrow it or "
+                         "pass --yes", field="sweep")
+    if grid.price is not None and grid.price <= 0:
+        raise InputError(f"must be positive, got {grid.price}", field="--price")
+
+
+def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: float) -> dict:
+    """The context x batch block of one planned configuration, as column arrays."""
+    conc_by_ctx = np.array([concurrency_at(plan, int(n)) for n in contexts], dtype=np.int64)
+    n = np.repeat(contexts, len(batches)).astype(np.float64)
+    b = np.tile(batches, len(contexts)).astype(np.float64)
+    conc = np.repeat(conc_by_ctx, len(batches))
+    tpot = tpot_s(sm, b, n)
+    tps = b / tpot
+    fits = (b <= conc) & (conc > 0)
+    gpus = plan.request.tp * plan.request.pp
+    nan = np.where(fits, 1.0, np.nan)
+    return {
+        "context_tokens": n.astype(np.int64), "batch": b.astype(np.int64), "fits": fits,
+        "max_concurrency": conc, "tpot_ms": tpot * 1000 * nan,
+        "ttft_ms": prefill_s(sm, n, float(plan.max_num_batched_tokens)) * 1000,
+        "tokens_per_s": tps * nan, "tokens_per_s_per_gpu": tps / gpus * nan,
+        "cost_per_mtok_usd": cost_per_mtok_usd(price_per_hour, tps) * nan,
+    }
+
+
+def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """The whole grid as a DataFrame with ``COLUMNS``. A configuration that cannot be planned
+    (a TP degree that does not divide the heads, ...) gives rows with ``fits`` false and the
+    reason in ``error``."""
+    from .hardware import load_gpu
+    from .planning import efficiency_for, plan
+    from .resolve import load_model
+
+    contexts = np.array(grid.contexts, dtype=np.int64)
+    batches = np.array(grid.batches, dtype=np.int64)
+    per_config = len(contexts) * len(batches)
+    frames = []
+    models = [load_model(m) for m in grid.models]
+    specs = [load_gpu(g) for g in grid.gpus]
+    for m in models:
+        for spec in specs:
+            eff = efficiency_for(spec, grid.hbm_efficiency, grid.flops_efficiency)
+            for tp in grid.tps:
+                for pp in grid.pps:
+                    price = (grid.price if grid.price is not None else
+                             spec.price_usd_per_gpu_hour) * tp * pp
+                    for kv in grid.kv_dtypes:
+                        base = {"model": m.name, "gpu": spec.key, "tp": tp, "pp": pp,
+                                "gpus": tp * pp, "engine": grid.engine,
+                                "price_usd_per_hour": price}
+                        try:
+                            r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=grid.weight_dtype,
+                                         engine=grid.engine, tp=tp, pp=pp,
+                                         context_tokens=int(contexts.max()), efficiency=eff)
+                        except KvplanError as e:
+                            frames.append(pd.DataFrame({
+                                **base, "kv_dtype": kv, "weight_dtype": grid.weight_dtype or "",
+                                "context_tokens": np.repeat(contexts, len(batches)),
+                                "batch": np.tile(batches, len(contexts)), "fits": False,
+                                "error": str(e)}))
+                        else:
+                            cols = block(r, sm, contexts, batches, price)
+                            frames.append(pd.DataFrame({
+                                **base, "kv_dtype": r.kv_format,
+                                "weight_dtype": r.request.weight_format.name,
+                                "kv_pool_bytes": r.budget.kv_pool_bytes, **cols, "error": ""}))
+                        if progress:
+                            progress(per_config)
+    df = pd.concat(frames, ignore_index=True)
+    return df.reindex(columns=COLUMNS)
+
+
+def parse_where(expr: str) -> tuple[str, str, float]:
+    m = WHERE.match(expr)
+    if not m or m.group(1) not in NUMERIC:
+        raise InputError(f"not a simple comparison on a known column: {expr!r}; use "
+                         f"COLUMN OP NUMBER with OP one of <, <=, >, >=, ==, != and COLUMN one "
+                         f"of {', '.join(NUMERIC)}", field="--where")
+    value = m.group(3).lower()
+    return m.group(1), m.group(2), 1.0 if value == "true" else 0.0 if value == "false" else float(value)
+
+
+def apply_where(df: pd.DataFrame, expressions: list[str]) -> pd.DataFrame:
+    ops = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+           "==": np.equal, "!=": np.not_equal}
+    mask = np.ones(len(df), dtype=bool)
+    for expr in expressions:
+        col, op, value = parse_where(expr)
+        values = df[col].to_numpy(dtype=np.float64, na_value=np.nan)
+        mask &= ops[op](values, value) & ~np.isnan(values)
+    return df[mask]
+
+
+def rank(df: pd.DataFrame, objective: str | None, top: int | None) -> pd.DataFrame:
+    if objective:
+        if objective not in OBJECTIVES:
+            raise InputError(f"unknown objective {objective!r}; use {', '.join(OBJECTIVES)}",
+                             field="--objective")
+        col, ascending = OBJECTIVES[objective]
+        df = df[df["fits"]].sort_values([col, "gpus"], ascending=[ascending, True], kind="stable")
+    return df.head(top) if top else df
