@@ -25,6 +25,7 @@ min(p, W) for sliding ones; time = max(FLOPs / peak, chunks x weights / bandwidt
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 def _max(a, b):
@@ -115,13 +116,13 @@ def allreduce_s(m: StepModel, tokens):
 
 @dataclass(frozen=True)
 class Step:
-    seconds: object  # the stage's step time (float or array)
-    memory_s: object
-    compute_s: object
-    comm_s: object
-    bytes: object
-    kv_bytes: object
-    flops: object
+    seconds: Any  # the stage's step time (float or numpy array)
+    memory_s: Any
+    compute_s: Any
+    comm_s: Any
+    bytes: Any
+    kv_bytes: Any
+    flops: Any
 
 
 def decode_step(m: StepModel, batch, context) -> Step:

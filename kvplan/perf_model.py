@@ -12,7 +12,7 @@ from fractions import Fraction
 from .costs import LayerCost
 from .fit import FitResult
 from .gpu import GpuSpec
-from .layers import ChunkedLocal, MultiHeadLatent, SlidingWindow
+from .layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
 from .parallel import pp_stage_sizes, pp_stages
 from .perf import Efficiency, KvRead, StepModel
 from .weights import Tensor
@@ -52,7 +52,7 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
     expert_bytes = [Fraction(0)] * pp
     dense_params = [0] * pp
     expert_params = [0] * pp
-    moe_layers = [set() for _ in range(pp)]
+    moe_layers: list[set[int | None]] = [set() for _ in range(pp)]
 
     def rank_params(t: Tensor) -> int:
         rows, cols = t.shape_on_rank(tp)
@@ -98,11 +98,12 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
             continue
         kv_reads.append(KvRead(float(c.rank_bytes_for_tokens(1)) * count, _cap(c)))
         spec = c.spec
-        heads = spec.num_attention_heads // tp
         if isinstance(spec, MultiHeadLatent):
-            per_token = 2 * heads * (spec.latent_dim + spec.kv_lora_rank)
+            per_token = 2 * (spec.num_attention_heads // tp) * (spec.latent_dim + spec.kv_lora_rank)
+        elif isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal)):
+            per_token = 2 * (spec.num_attention_heads // tp) * (spec.head_dim_k + spec.head_dim_v)
         else:
-            per_token = 2 * heads * (spec.head_dim_k + spec.head_dim_v)
+            continue
         attn.append(KvRead(float(per_token * count), _cap(c)))
     gpu = req.gpu
     dtype = compute_dtype(gpu, fmt.scheme)

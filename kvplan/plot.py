@@ -34,12 +34,18 @@ def plot_series(series: tuple[Series, ...], path: str, *, title: str) -> None:
             ax.axvline(s.cliff_one, linestyle=":", linewidth=1, color="grey")
         if s.cliff_zero is not None:
             ax.axvline(s.cliff_zero, linestyle="--", linewidth=1, color="red")
-            ax.annotate(f"{s.label}: memory cliff", (s.cliff_zero, ax.get_ylim()[1]),
-                        rotation=90, va="top", ha="right", fontsize=8)
     if xs_all and max(xs_all) / max(min(xs_all), 1) >= 16:
         ax.set_xscale("log", base=2)
     if ys_all and max(ys_all) / max(min(ys_all), 1e-12) >= 100:
         ax.set_yscale("log")
+    top = ax.get_ylim()[1]
+    for s in series:
+        if s.cliff_zero is not None:
+            ax.annotate(f"{s.label}: nothing fits", (s.cliff_zero, top), rotation=90, va="top",
+                        ha="right", fontsize=8)
+        if s.cliff_one is not None and s.cliff_one != s.cliff_zero:
+            ax.annotate(f"{s.label}: one sequence", (s.cliff_one, top), rotation=90, va="top",
+                        ha="right", fontsize=8, color="grey")
     first = series[0]
     ax.set_xlabel(X_LABELS[first.x])
     ax.set_ylabel(f"{first.y} ({Y_UNITS[first.y]})")

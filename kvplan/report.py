@@ -49,7 +49,7 @@ def csv_text(df: pd.DataFrame) -> str:
         else:
             cols.append(["" if v is None or v != v else _csv_field(str(v)) for v in values])
     header = ",".join(_csv_field(str(c)) for c in df.columns)
-    return "\n".join([header, *map(",".join, zip(*cols))]) + "\n"
+    return "\n".join([header, *map(",".join, zip(*cols, strict=True))]) + "\n"
 
 
 def write(df: pd.DataFrame, fmt: str, output: str | None) -> str | None:

@@ -40,7 +40,7 @@ def render_curve(result, plot: str | None) -> None:
                 cells.append(str(q.batch))
         t.add_row(*cells)
     out.print(t)
-    for s, e in zip(series, result.efficiencies):
+    for s, e in zip(series, result.efficiencies, strict=True):
         notes = []
         if s.cliff_one is not None:
             notes.append(f"one sequence left from {format_tokens(s.cliff_one)}")
