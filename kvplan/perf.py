@@ -19,7 +19,7 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
   each GPU's time); tokens/s per replica = B / TPOT.
 Prefill of a prompt of p tokens in chunks of ``max_num_batched_tokens``: FLOPs = 2 x active
 parameters x p + attention 2 x heads x (d_k + d_v) x p^2 / 2 per full layer (causal), p x
-min(p, W) for sliding ones; time = max(FLOPs / peak, chunks x weights / bandwidth).
+min(p / 2, W) for sliding ones (MLA prefills in decompressed form: d_k = nope + rope, d_v); time = max(FLOPs / peak, chunks x weights / bandwidth).
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ class StepModel:
     link_bytes_per_s: float  # per direction
     efficiency: Efficiency
     activation_bytes_per_element: int = 2
+    prefill_attn_flops: tuple[KvRead, ...] | None = None  # None: as decode (MLA differs)
 
 
 def kv_read_bytes(m: StepModel, n):
@@ -148,7 +149,7 @@ def tokens_per_s(m: StepModel, batch, context):
 def prefill_s(m: StepModel, prompt_tokens, chunk_tokens):
     """Time to prefill one prompt (TTFT without queueing), all pipeline stages."""
     attn = 0.0
-    for r in m.attn_flops:
+    for r in m.prefill_attn_flops if m.prefill_attn_flops is not None else m.attn_flops:
         span = prompt_tokens / 2 if r.cap_tokens is None else _min(prompt_tokens / 2, r.cap_tokens)
         attn = attn + r.bytes_per_token * span
     flops = prompt_tokens * (m.flops_per_token + attn)

@@ -91,7 +91,7 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         for c in r.footprint.layer_costs[i]:
             costs.setdefault(id(c), (c, 0))
             costs[id(c)] = (c, costs[id(c)][1] + 1)
-    kv_reads, attn, state = [], [], 0.0
+    kv_reads, attn, prefill_attn, state = [], [], [], 0.0
     for c, count in costs.values():
         if c.state_bytes_per_rank:
             state += 2 * c.state_bytes_per_rank * count  # read and written every step
@@ -99,12 +99,16 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         kv_reads.append(KvRead(float(c.rank_bytes_for_tokens(1)) * count, _cap(c)))
         spec = c.spec
         if isinstance(spec, MultiHeadLatent):
-            per_token = 2 * (spec.num_attention_heads // tp) * (spec.latent_dim + spec.kv_lora_rank)
+            heads = spec.num_attention_heads // tp
+            per_token = 2 * heads * (spec.latent_dim + spec.kv_lora_rank)
+            prefill = 2 * heads * (spec.qk_nope_head_dim + spec.qk_rope_head_dim + spec.v_head_dim)
         elif isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal)):
-            per_token = 2 * (spec.num_attention_heads // tp) * (spec.head_dim_k + spec.head_dim_v)
+            per_token = prefill = 2 * (spec.num_attention_heads // tp) * (spec.head_dim_k +
+                                                                          spec.head_dim_v)
         else:
             continue
         attn.append(KvRead(float(per_token * count), _cap(c)))
+        prefill_attn.append(KvRead(float(prefill * count), _cap(c)))
     gpu = req.gpu
     dtype = compute_dtype(gpu, fmt.scheme)
     return StepModel(
@@ -115,4 +119,4 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         pp=pp, hbm_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
         flops_per_s=float(gpu.dense_flops_per_s[dtype]),
         link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
-        efficiency=efficiency or Efficiency())
+        efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn))
