@@ -19,7 +19,8 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
   each GPU's time); tokens/s per replica = B / TPOT.
 Prefill of a prompt of p tokens in chunks of ``max_num_batched_tokens``: FLOPs = 2 x active
 parameters x p + attention 2 x heads x (d_k + d_v) x p^2 / 2 per full layer (causal), p x
-min(p / 2, W) for sliding ones (MLA prefills in decompressed form: d_k = nope + rope, d_v); time = max(FLOPs / peak, chunks x weights / bandwidth).
+min(p / 2, W) for sliding ones (MLA prefills in decompressed form: d_k = nope + rope, d_v);
+time = max(FLOPs / peak, chunks x weights / bandwidth).
 """
 
 from __future__ import annotations
