@@ -18,12 +18,13 @@ import pandas as pd
 
 from .errors import InputError, KvplanError
 from .fit import concurrency_at
-from .perf import cost_per_mtok_usd, prefill_s, tpot_s
+from .perf import compute_bound_batch, cost_per_mtok_usd, decode_step, prefill_s, tpot_s
 
 COLUMNS = ["model", "gpu", "tp", "pp", "gpus", "engine", "kv_dtype", "weight_dtype",
            "context_tokens", "batch", "fits", "max_concurrency", "kv_pool_bytes", "tpot_ms",
            "ttft_ms", "tokens_per_s", "tokens_per_s_per_gpu", "cost_per_mtok_usd",
-           "price_usd_per_hour", "error"]
+           "cost_per_mtok_input_usd", "cost_per_request_usd", "kv_read_share",
+           "compute_bound_batch", "price_usd_per_hour", "error"]
 NUMERIC = [c for c in COLUMNS if c not in ("model", "gpu", "engine", "kv_dtype",
                                            "weight_dtype", "error")]
 OBJECTIVES = {"cost_per_mtok": ("cost_per_mtok_usd", True), "throughput": ("tokens_per_s", False),
@@ -46,6 +47,7 @@ class Grid:
     engine: str = "vllm"
     weight_dtype: str | None = None
     price: float | None = None
+    request: tuple[int, int] | None = None  # (prompt, output) tokens for cost_per_request_usd
     hbm_efficiency: float | None = None
     flops_efficiency: float | None = None
 
@@ -68,8 +70,13 @@ def check(grid: Grid, yes: bool) -> None:
         raise InputError(f"must be positive, got {grid.price}", field="--price")
 
 
-def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: float) -> dict:
-    """The context x batch block of one planned configuration, as column arrays."""
+def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: float,
+          request: tuple[int, int] | None = None) -> dict:
+    """The context x batch block of one planned configuration, as column arrays.
+
+    ``ttft_ms`` and ``cost_per_mtok_input_usd`` are for a prompt of ``context_tokens``;
+    ``cost_per_request_usd`` (with ``request = (prompt, output)``) is the prompt's prefill
+    plus its share of ``output`` decode steps of the batch, at context prompt + output / 2."""
     conc_by_ctx = np.array([concurrency_at(plan, int(n)) for n in contexts], dtype=np.int64)
     n = np.repeat(contexts, len(batches)).astype(np.float64)
     b = np.tile(batches, len(contexts)).astype(np.float64)
@@ -79,12 +86,26 @@ def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: f
     fits = (b <= conc) & (conc > 0)
     gpus = plan.request.tp * plan.request.pp
     nan = np.where(fits, 1.0, np.nan)
+    chunk = float(plan.max_num_batched_tokens)
+    ttft = prefill_s(sm, n, chunk)
+    step = decode_step(sm, b, n)
+    per_request = np.full(len(n), np.nan)
+    if request is not None:
+        prompt, out = request
+        mid = prompt + out / 2
+        per_request = price_per_hour / 3600 * (prefill_s(sm, float(prompt), chunk)
+                                               + out * tpot_s(sm, b, mid) / b) * nan
     return {
         "context_tokens": n.astype(np.int64), "batch": b.astype(np.int64), "fits": fits,
         "max_concurrency": conc, "tpot_ms": tpot * 1000 * nan,
-        "ttft_ms": prefill_s(sm, n, float(plan.max_num_batched_tokens)) * 1000,
+        "ttft_ms": ttft * 1000,
         "tokens_per_s": tps * nan, "tokens_per_s_per_gpu": tps / gpus * nan,
         "cost_per_mtok_usd": cost_per_mtok_usd(price_per_hour, tps) * nan,
+        "cost_per_mtok_input_usd": cost_per_mtok_usd(price_per_hour, n / ttft),
+        "cost_per_request_usd": per_request,
+        "kv_read_share": step.kv_bytes / step.bytes * nan,
+        "compute_bound_batch": np.repeat(np.array([compute_bound_batch(sm, int(c))
+                                                   for c in contexts]), len(batches)),
     }
 
 
@@ -124,7 +145,7 @@ def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataF
                                 "batch": np.tile(batches, len(contexts)), "fits": False,
                                 "error": str(e)}))
                         else:
-                            cols = block(r, sm, contexts, batches, price)
+                            cols = block(r, sm, contexts, batches, price, grid.request)
                             frames.append(pd.DataFrame({
                                 **base, "kv_dtype": r.kv_format,
                                 "weight_dtype": r.request.weight_format.name,

@@ -39,6 +39,8 @@ def sweep(
     engine: Annotated[str, typer.Option("--engine")] = "vllm",
     weight_dtype: Annotated[str | None, typer.Option("--weight-dtype")] = None,
     price: Annotated[float | None, typer.Option("--price", help="USD per GPU-hour.")] = None,
+    request: Annotated[str | None, typer.Option(
+        "--request", help="PROMPT:OUTPUT tokens (e.g. 1500:200) for cost_per_request_usd.")] = None,
     where: Annotated[list[str] | None, typer.Option(
         "--where", help="Filter: COLUMN OP NUMBER, e.g. 'tpot_ms <= 50'; repeatable (and).")] = None,
     objective: Annotated[str | None, typer.Option(
@@ -65,6 +67,17 @@ def sweep(
                 contexts=parse_axis(",".join(context) if context else "8k", "--context"),
                 batches=_ints(batch, "1", "--batch"), engine=engine, weight_dtype=weight_dtype,
                 price=price)
+    if request is not None:
+        from dataclasses import replace
+
+        prompt, sep, out = request.partition(":")
+        try:
+            pair = (parse_axis(prompt, "--request")[0], parse_axis(out, "--request")[0])
+        except InputError:
+            raise
+        if not sep:
+            raise InputError(f"expected PROMPT:OUTPUT tokens, got {request!r}", field="--request")
+        grid = replace(grid, request=pair)
     check(grid, yes)
     from ..sweep import sweep as run_sweep
 
