@@ -18,8 +18,8 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
 - TPOT = pp x the stage time (no micro-batch overlap; the pipeline bubble is (pp - 1) / pp of
   each GPU's time); tokens/s per replica = B / TPOT.
 Prefill of a prompt of p tokens in chunks of ``max_num_batched_tokens``: FLOPs = 2 x active
-parameters x p + attention 2 x heads x (d_k + d_v) x p^2 / 2 per full layer (causal), p x
-min(p / 2, W) for sliding ones (MLA prefills in decompressed form: d_k = nope + rope, d_v);
+parameters x p + attention 2 x heads x (d_k + d_v) x p^2 / 2 per full layer (causal), (p^2 -
+max(p - W, 0)^2) / 2 for sliding ones (MLA prefills in decompressed form: d_k = nope + rope, d_v);
 time = max(FLOPs / peak, chunks x weights / bandwidth).
 """
 
@@ -151,7 +151,9 @@ def prefill_s(m: StepModel, prompt_tokens, chunk_tokens):
     """Time to prefill one prompt (TTFT without queueing), all pipeline stages."""
     attn = 0.0
     for r in m.prefill_attn_flops if m.prefill_attn_flops is not None else m.attn_flops:
-        span = prompt_tokens / 2 if r.cap_tokens is None else _min(prompt_tokens / 2, r.cap_tokens)
+        # causal pairs per prompt token: p / 2; a window W keeps (p^2 - max(p - W, 0)^2) / 2p
+        over = 0.0 if r.cap_tokens is None else _max(prompt_tokens - r.cap_tokens, 0)
+        span = (prompt_tokens * prompt_tokens - over * over) / (2 * prompt_tokens)
         attn = attn + r.bytes_per_token * span
     flops = prompt_tokens * (m.flops_per_token + attn)
     chunks = -(-prompt_tokens // chunk_tokens)

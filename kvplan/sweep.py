@@ -109,6 +109,21 @@ def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: f
     }
 
 
+def _names(model, grid: Grid, kv: str) -> tuple[str, str]:
+    """The resolved KV and weight format names (as planned rows show them), or the raw ones."""
+    from .fit import resolve_kv_format
+    from .loaders.quant_config import weight_format
+
+    try:
+        kv = resolve_kv_format(model, grid.engine, kv)
+    except KvplanError:
+        pass
+    try:
+        return kv, weight_format(model, grid.weight_dtype).name
+    except KvplanError:
+        return kv, grid.weight_dtype or ""
+
+
 def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataFrame:
     """The whole grid as a DataFrame with ``COLUMNS``. A configuration that cannot be planned
     (a TP degree that does not divide the heads, ...) gives rows with ``fits`` false and the
@@ -139,8 +154,9 @@ def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataF
                                          engine=grid.engine, tp=tp, pp=pp,
                                          context_tokens=int(contexts.max()), efficiency=eff)
                         except KvplanError as e:
+                            kv_name, wd_name = _names(m, grid, kv)
                             frames.append(pd.DataFrame({
-                                **base, "kv_dtype": kv, "weight_dtype": grid.weight_dtype or "",
+                                **base, "kv_dtype": kv_name, "weight_dtype": wd_name,
                                 "context_tokens": np.repeat(contexts, len(batches)),
                                 "batch": np.tile(batches, len(contexts)), "fits": False,
                                 "error": str(e)}))
