@@ -43,6 +43,7 @@ class GpuSpec:
     price_note: str = ""
     driver_total_note: str = ""
     sources: dict[str, str] = field(default_factory=dict, hash=False)
+    efficiency: dict[str, object] = field(default_factory=dict, hash=False)  # YAML overrides
     source: str = ""  # the file it was read from
 
     def runs_natively(self, fmt: KvFormat) -> bool:

@@ -23,10 +23,24 @@ class CurveResult:
     warnings: tuple[str, ...]
 
 
+def _from_spec(gpu: GpuSpec) -> Efficiency:
+    """kvplan's defaults, with whatever the GPU YAML's ``efficiency`` block sets."""
+    e = gpu.efficiency
+    if not e:
+        return Efficiency()
+    d = Efficiency()
+    return Efficiency(
+        hbm_bandwidth=float(e.get("hbm_bandwidth", d.hbm_bandwidth)),  # type: ignore[arg-type]
+        flops=float(e.get("flops", d.flops)),  # type: ignore[arg-type]
+        interconnect=float(e.get("interconnect", d.interconnect)),  # type: ignore[arg-type]
+        allreduce_latency_s=float(e.get("allreduce_latency_us", d.allreduce_latency_s * 1e6))  # type: ignore[arg-type]
+        / 1e6, source=f"{gpu.source}: {e.get('source')}")
+
+
 def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None) -> Efficiency:
     from .loaders.calibration import measured_efficiency
 
-    base = measured_efficiency(gpu.key) or Efficiency()
+    base = measured_efficiency(gpu.key) or _from_spec(gpu)
     if hbm is not None or flops is not None:
         base = replace(base, hbm_bandwidth=hbm if hbm is not None else base.hbm_bandwidth,
                        flops=flops if flops is not None else base.flops, source="given")

@@ -437,3 +437,27 @@ def test_sweep_price_scales_cost(df):
     assert d["price_usd_per_hour"][0] == 2.0
     assert d["cost_per_mtok_usd"][0] == pytest.approx(ref["cost_per_mtok_usd"] / 3.99, rel=1e-12)
     assert H100["price_usd_per_gpu_hour"] == 3.99
+
+
+def test_gpu_yaml_efficiency_block_is_used(tmp_path, monkeypatch):
+    """An ``efficiency`` block in a GPU YAML replaces kvplan's defaults (precedence:
+    calibrated run > YAML > defaults); a decode step then reads at that bandwidth."""
+    import yaml as _yaml
+
+    from kvplan.hardware import load_gpu
+    from kvplan.planning import efficiency_for
+
+    data = _yaml.safe_load(open("hardware_specs/h100-sxm.yaml").read())
+    data["efficiency"] = {"hbm_bandwidth": 0.9, "flops": 0.5, "source": "vendor benchmark"}
+    path = tmp_path / "h100-tuned.yaml"
+    path.write_text(_yaml.safe_dump(data))
+    e = efficiency_for(load_gpu(str(path)), None, None)
+    assert (e.hbm_bandwidth, e.flops, e.interconnect) == (0.9, 0.5, 0.7)
+    assert "vendor benchmark" in e.source
+    given = efficiency_for(load_gpu(str(path)), 0.75, None)
+    assert (given.hbm_bandwidth, given.flops, given.source) == (0.75, 0.5, "given")
+    data["efficiency"]["hbm_bandwidth"] = 1.5
+    bad = tmp_path / "h100-bad.yaml"
+    bad.write_text(_yaml.safe_dump(data))
+    with pytest.raises(Exception, match="efficiency.hbm_bandwidth"):
+        load_gpu(str(bad))

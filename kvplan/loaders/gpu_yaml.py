@@ -54,6 +54,20 @@ class Pcie(_Strict):
     bandwidth_bytes_per_s_per_direction: PositiveInt
 
 
+Fraction01 = Annotated[float, Field(gt=0, le=1)]
+
+
+class EfficiencyYaml(_Strict):
+    """Achieved fractions of the datasheet figures for this GPU (optional; kvplan's defaults
+    otherwise, and a calibrated run replaces them)."""
+
+    hbm_bandwidth: Fraction01 | None = None
+    flops: Fraction01 | None = None
+    interconnect: Fraction01 | None = None
+    allreduce_latency_us: Annotated[float, Field(gt=0)] | None = None
+    source: Text
+
+
 class Sources(_Strict):
     memory: Text
     driver_total: Text
@@ -80,6 +94,7 @@ class GpuFile(_Strict):
     price_usd_per_gpu_hour: Annotated[float, Field(gt=0, strict=False)]
     price_note: Text
     sources: Sources
+    efficiency: EfficiencyYaml | None = None
 
     @model_validator(mode="after")
     def _checks(self) -> GpuFile:
@@ -118,4 +133,6 @@ def gpu_from_file(path: Path) -> GpuSpec:
         pcie_bandwidth_bytes_per_s_per_direction=f.pcie.bandwidth_bytes_per_s_per_direction,
         tdp_watts=f.tdp_watts, price_usd_per_gpu_hour=f.price_usd_per_gpu_hour,
         price_note=f.price_note, sources=f.sources.model_dump(), source=str(path),
+        efficiency={k: v for k, v in (f.efficiency.model_dump() if f.efficiency else {}).items()
+                    if v is not None},
     )
