@@ -1,0 +1,40 @@
+"""Run files: one JSON document per run in ``calibrate/runs/``, written atomically (a temporary
+file, then a rename) and never overwritten (a new run gets a new name).
+
+Schema (``"schema": "kvplan-calibration-run"``, ``"version": 1``): ``harness_version``,
+``date`` (UTC ISO 8601), ``device`` {``kind`` cpu|cuda, ``name``, ``memory_bytes``},
+``versions`` {``python``, ``torch``, ``cuda``, ``driver``, ``kvplan``}, ``gpu`` (the
+hardware_specs key the device matched, or null), ``efficiency`` (achieved fractions of that
+GPU's datasheet, or null: read by the performance model), ``method`` (timing notes), and
+``cases``: a list of ``footprint`` (``inputs``, ``predicted_bytes``, ``measured_bytes``,
+``reserved_bytes``, ``tolerance`` 0), ``bandwidth`` (``bytes``, ``seconds``, ``bytes_per_s``)
+and ``decode_step`` (``inputs``, ``predicted_seconds``, ``measured_seconds``, ``tolerance``:
+null = informational) records; ``distributed`` (optional) holds the per-rank TP cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+RUNS = Path(__file__).resolve().parent / "runs"
+
+
+def write_run(run: dict, folder: Path = RUNS) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{run['date'][:19].replace(':', '').replace('-', '')}-{run['device']['kind']}"
+    stem += "-" + "".join(ch if ch.isalnum() else "-" for ch in run["device"]["name"].lower())[:40]
+    path = folder / f"{stem}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = folder / f"{stem}-{n}.json"
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".run-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(run, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.link(tmp, path)  # fails rather than overwrite if the name appeared meanwhile
+    os.unlink(tmp)
+    return path

@@ -1,0 +1,149 @@
+"""``kvplan validate``: re-predict every case of measured calibration runs
+(``calibrate/runs/*.json``, schema in ``calibrate/runs_io.py``) with the current code.
+
+Footprint cases must match to the byte; timing cases are judged against their recorded
+tolerance (none = informational). The predictions live here, in kvplan, so the harness and the
+regression check use one definition: ``footprint_prediction`` and ``decode_prediction``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from .errors import KvplanError
+
+SCHEMA = "kvplan-calibration-run"
+SUPPORTED_VERSIONS = (1,)
+
+
+class RunFileError(KvplanError):
+    """A run file that is unreadable, corrupt or of a schema this kvplan does not know."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    run: str
+    case: str
+    kind: str
+    predicted: float | None
+    measured: float | None
+    error: float | None  # relative
+    tolerance: float | None
+    ok: bool | None  # None: informational
+    unit: str
+
+
+def footprint_prediction(inputs: dict) -> int:
+    """kvplan's bytes for a footprint case on rank 0: pages x blocks + states x sequences, or,
+    with ``context_tokens``, one sequence's bytes at that context (vLLM layout)."""
+    from .footprint import kv_footprint
+    from .resolve import load_model
+
+    m = load_model(inputs["model"])
+    block = inputs["block_size_tokens"]
+    ctx = inputs.get("context_tokens")
+    fp = kv_footprint(m, (ctx or block,), kv_dtype=inputs.get("kv_dtype", "auto"),
+                      tp=inputs.get("tp", 1), block_size_tokens=block, engine="vllm")
+    if ctx:
+        return fp.sequences[0].per_gpu_bytes
+    total = Fraction(0)
+    for layer in fp.layer_costs:
+        for c in layer:
+            if c.state_bytes_per_rank:
+                total += c.state_bytes_per_rank * inputs["num_seqs"]
+            else:
+                total += c.rank_bytes_for_tokens(block) * inputs["num_blocks"]
+    return int(total)
+
+
+def decode_prediction(i: dict) -> float:
+    """The performance model's step time for a synthetic decode-step case."""
+    from .perf import Efficiency, KvRead, StepModel, decode_step
+
+    hd = i["hidden"] // i["heads"]
+    e = i["element_bytes"]
+    params = i["layers"] * (i["hidden"] * (i["heads"] + 2 * i["kv_heads"]) * hd
+                            + i["heads"] * hd * i["hidden"] + 3 * i["hidden"] * i["intermediate"])
+    model = StepModel(weight_bytes=params * e, expert_bytes=0.0, moe_layers=0, num_experts=0,
+                      top_k=0, kv_reads=(KvRead(2.0 * i["layers"] * i["kv_heads"] * hd * e),),
+                      state_bytes=0.0, flops_per_token=2.0 * params,
+                      attn_flops=(KvRead(2.0 * i["layers"] * i["heads"] * 2 * hd),),
+                      hidden_size=i["hidden"], layers=i["layers"], tp=1, pp=1,
+                      hbm_bytes_per_s=i["copy_bytes_per_s"], flops_per_s=i["flops_per_s"],
+                      link_bytes_per_s=1.0,
+                      efficiency=Efficiency(hbm_bandwidth=1.0, flops=1.0, source="measured ceilings"))
+    return float(decode_step(model, i["batch"], i["context"]).seconds)
+
+
+def load_run(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RunFileError(f"cannot read run file: {e.strerror}", source=str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(f"corrupt run file ({type(e).__name__}: {e})".splitlines()[0],
+                           source=str(path)) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise RunFileError(f"not a kvplan calibration run (schema {SCHEMA!r} expected)",
+                           source=str(path), field="schema")
+    if doc.get("version") not in SUPPORTED_VERSIONS:
+        raise RunFileError(f"run schema version {doc.get('version')!r} is newer than this kvplan "
+                           f"reads ({', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade kvplan",
+                           source=str(path), field="version")
+    if not isinstance(doc.get("cases"), list):
+        raise RunFileError("missing the list of cases", source=str(path), field="cases")
+    return doc
+
+
+def _case(run: str, c: dict, path: Path) -> Verdict | None:
+    try:
+        kind = c["kind"]
+        if kind == "footprint":
+            bytes_predicted = footprint_prediction(c["inputs"])
+            bytes_measured = int(c["measured_bytes"])
+            err = ((bytes_predicted - bytes_measured) / bytes_measured if bytes_measured
+                   else float(bytes_predicted != 0))
+            return Verdict(run, c["id"], kind, bytes_predicted, bytes_measured, err, 0.0,
+                           bytes_predicted == bytes_measured, "B")
+        if kind == "decode_step":
+            predicted = decode_prediction(c["inputs"])
+            measured = float(c["measured_seconds"])
+            err = (predicted - measured) / measured
+            tol = c.get("tolerance")
+            return Verdict(run, c["id"], kind, predicted, measured, err, tol,
+                           None if tol is None else abs(err) <= tol, "s")
+        if kind == "bandwidth":
+            rate = c["bytes_per_s"] if "bytes_per_s" in c else c["bus_bytes_per_s"]
+            return Verdict(run, c["id"], kind, None, float(rate), None, None, None, "B/s")
+    except KvplanError as e:
+        raise RunFileError(f"case {c.get('id')!r}: {e}", source=str(path)) from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunFileError(f"case {c.get('id', '?')!r} is malformed ({type(e).__name__}: {e})",
+                           source=str(path), field="cases") from None
+    raise RunFileError(f"case {c.get('id')!r} has unknown kind {kind!r}", source=str(path),
+                       field="cases")
+
+
+def validate(paths: list[Path]) -> list[Verdict]:
+    out: list[Verdict] = []
+    for path in paths:
+        doc = load_run(path)
+        cases = list(doc["cases"]) + list((doc.get("distributed") or {}).get("cases", []))
+        for c in cases:
+            if not isinstance(c, dict):
+                raise RunFileError("a case is not an object", source=str(path), field="cases")
+            v = _case(path.name, c, path)
+            if v is not None:
+                out.append(v)
+    return out
+
+
+def default_runs() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    for folder in (here / "_data" / "calibrate" / "runs", here.parent / "calibrate" / "runs"):
+        if folder.is_dir():
+            return sorted(folder.glob("*.json"))
+    return []
