@@ -358,6 +358,11 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
             private, shared = _vllm_seq_blocks(p, block, ctx, req.shared_prefix_tokens, layout)
             conc = min(conc, (nb - shared) // private if private else 10**9)
         conc = max(conc, 0)
+        if conc >= 1 and engine_conc < 0.8 * conc and any(
+                lay.kind in ("sliding", "chunked") for lay in busiest.pool_layers):
+            notes.append(f"vLLM's own 'maximum concurrency' ({engine_conc:.2f}x) budgets each "
+                         "sliding/chunked layer for window + max_num_batched_tokens tokens; the "
+                         f"{conc} whole sequences count the blocks those layers really hold")
         if busiest.padding_layers:
             notes.append(f"vLLM pads its KV cache groups with {busiest.padding_layers} layer(s): "
                          f"{len(g.groups)} groups of {g.group_size} layers share each block")
@@ -371,7 +376,11 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
     budget = busiest.budget
     target = req.concurrency or 1
     fits = budget.kv_pool_bytes > 0 and conc >= target
-    if budget.kv_pool_bytes <= 0 or (layout.name == "vllm" and (busiest.num_blocks or 0) <= 0):
+    if budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
+        g0 = vllm_groups(busiest.pool_layers)
+        verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "
+                   f"({g0.block_bytes:,} B: one {block}-token page of every layer in a group)")
+    elif budget.kv_pool_bytes <= 0 or (layout.name == "vllm" and (busiest.num_blocks or 0) <= 0):
         verdict = (f"does not fit: weights and overheads leave no KV pool on stage {busiest.stage} "
                    f"({(budget.usable_bytes - budget.weights_bytes) / 2**30:.2f} GiB after weights)")
     elif conc < 1:
