@@ -257,9 +257,9 @@ def plan_fit(req: FitRequest) -> FitResult:
         wb = weight_bytes(req.weights, req.weight_format, tp=req.tp, pp=req.pp)
         stage_weights = list(wb.per_stage_bytes)
         if req.tp > 1:
-            notes.append(f"weights under tp {req.tp}: linear layers, experts and the vocabulary "
-                         "split across ranks; norms, routers and MLA's q_a/kv_a projections "
-                         f"replicated on every rank ({wb.replicated_bytes:,} B per GPU)")
+            notes.append(f"weights under tp {req.tp}: linear layers and the vocabulary split "
+                         "across ranks; norms (and routers, MLA's q_a/kv_a projections where "
+                         f"present) replicated on every rank ({wb.replicated_bytes:,} B per GPU)")
     if req.draft and req.weight_memory_bytes is None:
         if req.draft.weights is None:
             raise InputError("parameter count of the draft model is not modelled; pass "
@@ -348,13 +348,16 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
     params_active = weights.params_active if weights else None
     per_seq = [_seq_bytes_on_stage(fp, draft_fp, p.stage, req.pp) for p in plans]
     if layout.name == "vllm":
-        nb = min(p.num_blocks or 0 for p in plans)
-        busiest = min(plans, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
+        cached = [p for p in plans if p.pool_layers]
+        if not cached:
+            raise InputError("no pipeline stage holds a cache layer", field="--pp")
+        nb = min(p.num_blocks or 0 for p in cached)
+        busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
         g = vllm_groups(busiest.pool_layers)
         tokens = vllm_pool_tokens(nb, g, busiest.pool_layers)
         engine_conc = vllm_max_concurrency(nb, g, busiest.pool_layers, max_model_len, mnbt)
         conc = 10**9
-        for p in plans:
+        for p in cached:
             private, shared = _vllm_seq_blocks(p, block, ctx, req.shared_prefix_tokens, layout)
             conc = min(conc, (nb - shared) // private if private else 10**9)
         conc = max(conc, 0)
@@ -392,6 +395,10 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
     else:
         verdict = (f"fits: {conc} concurrent {req.context_tokens:,}-token sequences"
                    + (f" (target {req.concurrency})" if req.concurrency else ""))
+    if conc > mns:
+        notes.append(f"memory holds {conc:,} sequences but max_num_seqs is {mns:,}: the launch "
+                     f"lines use {mns:,}; plan with --max-num-seqs {conc:,} to see its larger "
+                     "sampler warm-up")
     result = FitResult(
         request=req, layout=layout, footprint=fp, kv_format=fp.kv_dtype, block_size_tokens=block,
         max_num_batched_tokens=mnbt, max_num_seqs=mns, max_model_len=max_model_len,
@@ -435,18 +442,21 @@ def concurrency_at(r: FitResult, n: int) -> int:
     ``plan_fit`` at another context; no shared prefix). 0 past the memory cliff."""
     req = r.request
     if r.layout.name == "vllm":
-        nb = min(p.num_blocks or 0 for p in r.stages)
+        cached = [p for p in r.stages if p.pool_layers]
+        nb = min(p.num_blocks or 0 for p in cached)
         best = None
-        for p in r.stages:
+        for p in cached:
             private, _ = _vllm_seq_blocks(p, r.block_size_tokens, n, 0, r.layout)
             c = nb // private if private else 10**9
             best = c if best is None else min(best, c)
         return max(best or 0, 0)
-    draft = None  # the draft's layers are already in the stage costs only through the fit
     out = None
-    for p in r.stages:
-        seq = _seq_bytes_on_stage(r.footprint, draft, p.stage, req.pp, n)
-        c = p.budget.kv_pool_bytes // seq if seq else 10**9
+    stages = pp_stages(r.footprint.model.num_layers, req.pp)
+    for p in r.stages:  # the engines that pool tokens: the same rule as plan_fit's
+        costs = [c for i in stages[p.stage] for c in r.footprint.layer_costs[i]]
+        seq = _seq_bytes_on_stage(r.footprint, None, p.stage, req.pp, n)
+        _, c, _ = _token_pool(replace(req, shared_prefix_tokens=0), r.layout, costs,
+                              p.budget.kv_pool_bytes, seq, r.block_size_tokens, n, r.max_model_len)
         out = c if out is None else min(out, c)
     return max(out or 0, 0)
 

@@ -35,7 +35,10 @@ def _model_ref(r: FitResult) -> str:
 
 
 def _sequences(r: FitResult) -> int:
-    return max(1, min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1))
+    """Sequences to launch with: the target (or what fits), at most the max_num_seqs the
+    budget was planned with."""
+    fit = min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1)
+    return max(1, min(fit, r.max_num_seqs))
 
 
 def _kv_flag(table: dict[str, str], fmt: str, engine: str) -> str | None:
@@ -84,6 +87,8 @@ def sglang_command(r: FitResult) -> str:
         b = r.budget
         fraction = b.usable_bytes / max(b.total_bytes - b.runtime_overhead_bytes, 1)
         parts += ["--mem-fraction-static", f"{fraction:.3f}", "--page-size", str(r.block_size_tokens)]
+        if req.kv_cache_memory_bytes is not None:
+            parts += ["--max-total-tokens", str(r.kv_pool_tokens)]
     if req.draft:
         parts += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
                   req.draft.model.hub_id or req.draft.model.name, "--speculative-num-draft-tokens",
@@ -97,7 +102,9 @@ def trtllm_command(r: FitResult) -> str:
     if kv is None:
         return _unsupported("trtllm", r.kv_format)
     fraction = req.utilization if (req.utilization and r.layout.name == "trtllm") else 0.9
-    options = {"kv_cache_config": {"dtype": kv, "free_gpu_memory_fraction": fraction}}
+    options: dict = {"kv_cache_config": {"dtype": kv, "free_gpu_memory_fraction": fraction}}
+    if req.kv_cache_memory_bytes is not None and r.layout.name == "trtllm":
+        options["kv_cache_config"]["max_tokens"] = r.kv_pool_tokens
     parts = ["trtllm-serve", _model_ref(r), "--backend", "pytorch", "--tp_size", str(req.tp),
              "--pp_size", str(req.pp), "--max_seq_len", str(r.max_model_len), "--max_batch_size",
              str(_sequences(r)), "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]

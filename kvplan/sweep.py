@@ -66,7 +66,7 @@ def check(grid: Grid, yes: bool) -> None:
     if grid.rows > MAX_ROWS and not yes:
         raise InputError(f"the grid has {grid.rows:,} rows (over {MAX_ROWS:,}); narrow it or "
                          "pass --yes", field="sweep")
-    if grid.price is not None and grid.price <= 0:
+    if grid.price is not None and not (np.isfinite(grid.price) and grid.price > 0):
         raise InputError(f"must be positive, got {grid.price}", field="--price")
 
 

@@ -111,6 +111,8 @@ def _case(run: str, c: dict, path: Path) -> Verdict | None:
         if kind == "decode_step":
             predicted = decode_prediction(c["inputs"])
             measured = float(c["measured_seconds"])
+            if not measured > 0:
+                raise ValueError(f"measured_seconds must be positive, got {measured}")
             err = (predicted - measured) / measured
             tol = c.get("tolerance")
             return Verdict(run, c["id"], kind, predicted, measured, err, tol,
@@ -120,7 +122,7 @@ def _case(run: str, c: dict, path: Path) -> Verdict | None:
             return Verdict(run, c["id"], kind, None, float(rate), None, None, None, "B/s")
     except KvplanError as e:
         raise RunFileError(f"case {c.get('id')!r}: {e}", source=str(path)) from None
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, ArithmeticError) as e:
         raise RunFileError(f"case {c.get('id', '?')!r} is malformed ({type(e).__name__}: {e})",
                            source=str(path), field="cases") from None
     raise RunFileError(f"case {c.get('id')!r} has unknown kind {kind!r}", source=str(path),

@@ -207,7 +207,8 @@ def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1) -> 
         total += fmt.tensor_bytes(t)
         b = fmt.tensor_bytes(t, tp)
         if t.place == "embed":
-            where = [0, pp - 1] if pp > 1 and w.tied_embeddings else [0]
+            tied = pp > 1 and w.tied_embeddings and t.name == "embed_tokens"
+            where = [0, pp - 1] if tied else [0]
         elif t.place == "head":
             where = [pp - 1]
         else:

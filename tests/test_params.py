@@ -528,9 +528,11 @@ def test_llama3_8b_pp2_stages():
 def test_mamba_130m_fp32_bytes_with_vocab_padding_and_tied_pp():
     """vLLM pads the vocabulary to a multiple of 64 even at tp=1 (50280 -> 50304), so the
     loaded embedding is 24 rows larger than the checkpoint's; with pp=2 and tied embeddings
-    the last stage holds its own copy of the (padded) embedding as LM head."""
+    the last stage holds its own copy of the (padded) embedding as LM head. (An fp32
+    checkpoint runs in 16 bits by default; --weight-dtype fp32 keeps 4 bytes.)"""
     m = load_model("mamba-130m")
-    fmt = weight_format(m, None)
+    assert weight_format(m, None).base_dtype == "bf16"  # engines run fp32 checkpoints in 16 bits
+    fmt = weight_format(m, "fp32")
     assert fmt.base_dtype == "fp32"
     w = weight_inventory(m)
     padded_vocab = cdiv(50280, 64) * 64

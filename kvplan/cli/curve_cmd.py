@@ -60,7 +60,11 @@ def curve(
         raise InputError(f"unknown axis {x!r}; use {', '.join(X_AXES)}", field="--x")
     if y not in Y_AXES:
         raise InputError(f"unknown axis {y!r}; use {', '.join(Y_AXES)}", field="--y")
-    if price is not None and price <= 0:
+    import math
+
+    if batch is not None and batch < 1:
+        raise InputError(f"must be positive, got {batch}", field="--batch")
+    if price is not None and not (math.isfinite(price) and price > 0):
         raise InputError(f"must be positive, got {price}", field="--price")
     for value, flag in ((hbm_efficiency, "--hbm-efficiency"), (flops_efficiency, "--flops-efficiency")):
         if value is not None and not 0 < value <= 1:

@@ -138,6 +138,9 @@ def fit(
         raise InputError("must be >= 0", field="--num-speculative-tokens")
     if num_speculative_tokens and not draft_model:
         raise InputError("needs --draft-model", field="--num-speculative-tokens")
+    if draft_model and num_speculative_tokens < 1:
+        raise InputError("--draft-model needs --num-speculative-tokens K (K >= 1)",
+                         field="--num-speculative-tokens")
     spec = load_gpu(gpu)
     m = load_model(model, revision=revision, token=token, refresh=refresh)
 

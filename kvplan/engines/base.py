@@ -219,8 +219,9 @@ def parse_version(text: str | None, default: str, engine: str, allow_main: bool)
     parts = text.split(".")
     if (allow_main and text == "main") or (all(p.isdigit() for p in parts) and len(parts) <= 3):
         return text
+    example = "0.19" if default == "main" else default
     raise InputError(f"bad {engine} version {text!r}: expected numbers such as "
-                     f"{default!r}" + (" or 'main'" if allow_main else ""), field="--engine")
+                     f"{example!r}" + (" or 'main'" if allow_main else ""), field="--engine")
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

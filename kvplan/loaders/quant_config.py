@@ -66,7 +66,10 @@ def _block(value: Any, source: str, field: str) -> tuple[int, int]:
 
 
 def _base_dtype(model: Model) -> str:
-    return model.dtype if model.dtype in ("bf16", "fp16", "fp32") else "bf16"
+    """The dtype the engines hold unquantised weights in: the model's, except that fp32
+    checkpoints run in 16 bits (vLLM and TRT-LLM bf16, SGLang fp16: 2 bytes either way);
+    ``--weight-dtype fp32`` keeps 4 bytes."""
+    return model.dtype if model.dtype in ("bf16", "fp16") else "bf16"
 
 
 def from_cli(name: str, model: Model) -> WeightFormat:
