@@ -90,4 +90,9 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
             plans.append(r)
             effs.append(eff)
     title = f"{m.name}, tp {tp} x pp {pp}, engine {plans[0].layout.label}"
-    return CurveResult(title, tuple(out), tuple(plans), tuple(effs), m.warnings)
+    warnings = list(m.warnings)
+    for s, r in zip(out, plans, strict=True):
+        if all(p.concurrency == 0 for p in s.points):
+            warnings.append(f"{s.label}: nothing fits at any point ({r.verdict}); the smallest "
+                            "layout is what `kvplan fit --concurrency 1` suggests")
+    return CurveResult(title, tuple(out), tuple(plans), tuple(effs), tuple(warnings))

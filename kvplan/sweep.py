@@ -98,10 +98,11 @@ def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: f
     return {
         "context_tokens": n.astype(np.int64), "batch": b.astype(np.int64), "fits": fits,
         "max_concurrency": conc, "tpot_ms": tpot * 1000 * nan,
-        "ttft_ms": ttft * 1000,
+        "ttft_ms": ttft * 1000 * np.where(conc > 0, 1.0, np.nan),
         "tokens_per_s": tps * nan, "tokens_per_s_per_gpu": tps / gpus * nan,
         "cost_per_mtok_usd": cost_per_mtok_usd(price_per_hour, tps) * nan,
-        "cost_per_mtok_input_usd": cost_per_mtok_usd(price_per_hour, n / ttft),
+        "cost_per_mtok_input_usd": cost_per_mtok_usd(price_per_hour, n / ttft)
+        * np.where(conc > 0, 1.0, np.nan),
         "cost_per_request_usd": per_request,
         "kv_read_share": step.kv_bytes / step.bytes * nan,
         "compute_bound_batch": np.repeat(np.array([compute_bound_batch(sm, int(c))

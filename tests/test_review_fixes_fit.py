@@ -70,3 +70,23 @@ def test_validate_rejects_a_zero_timing(tmp_path, capsys):
     path = tmp_path / "z.json"
     path.write_text(json.dumps(run_file))
     assert "measured_seconds must be positive" in fail(capsys, "validate", str(path))
+
+
+def test_mxfp4_on_a_dense_model_is_refused(capsys):
+    assert "mxfp4 quantises routed experts only" in fail(capsys, "fit", "llama-3-8b", "--gpu",
+                                                         "h100", "--weight-dtype", "mxfp4")
+
+
+def test_curve_warns_when_nothing_fits(capsys):
+    # Llama-3-70B bf16 (141 GB of weights) on one 24 GB RTX 4090: no pool at all
+    assert run(["curve", "llama-3-70b", "--gpu", "rtx-4090", "--x", "batch", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "nothing fits at any point" in err
+
+
+def test_sweep_leaves_timings_empty_where_nothing_fits():
+    from kvplan.sweep import Grid, sweep
+
+    df = sweep(Grid(models=["llama-3-70b"], gpus=["rtx-4090"], tps=[1], pps=[1],
+                    kv_dtypes=["auto"], contexts=[8192], batches=[1]))
+    assert not df["fits"].any() and df["ttft_ms"].isna().all()

@@ -72,6 +72,13 @@ def _base_dtype(model: Model) -> str:
     return model.dtype if model.dtype in ("bf16", "fp16") else "bf16"
 
 
+def _has_experts(model: Model) -> bool:
+    from .hf_config import text_fields
+
+    f, _ = text_fields(model.config, model.source)
+    return any(f.config.get(k) for k in ("num_local_experts", "num_experts", "n_routed_experts"))
+
+
 def from_cli(name: str, model: Model) -> WeightFormat:
     key = name.strip().lower().replace("-", "_")
     key = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8_e4m3": "fp8",
@@ -81,6 +88,10 @@ def from_cli(name: str, model: Model) -> WeightFormat:
                          field="--weight-dtype")
     if key in ("bf16", "fp16", "fp32"):
         return WeightFormat(name=key, base_dtype=key)
+    if key == "mxfp4" and not _has_experts(model):
+        raise InputError("mxfp4 quantises routed experts only (as gpt-oss ships) and "
+                         f"{model.name} has none; use fp8, awq, gptq, int4 or nf4",
+                         field="--weight-dtype")
     return WeightFormat(name=key, base_dtype=_base_dtype(model), **CLI_FORMATS[key])
 
 
