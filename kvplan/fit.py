@@ -20,6 +20,7 @@ from .errors import InputError, ParallelismError
 from .footprint import Footprint, kv_footprint, resolve_formats
 from .gpu import GpuSpec
 from .kvpool import (
+    PoolGroups,
     PoolLayer,
     vllm_groups,
     vllm_hybrid_block_size,
@@ -79,8 +80,15 @@ class StagePlan:
     budget: Budget
     pool_layers: tuple[PoolLayer, ...]
     num_blocks: int | None  # paged engines with vLLM grouping
-    groups: int
-    padding_layers: int
+    pool_groups: PoolGroups | None = None  # vLLM's KV cache groups of this stage
+
+    @property
+    def groups(self) -> int:
+        return len(self.pool_groups.groups) if self.pool_groups else 1
+
+    @property
+    def padding_layers(self) -> int:
+        return self.pool_groups.padding_layers if self.pool_groups else 0
 
 
 @dataclass(frozen=True)
@@ -288,14 +296,14 @@ def plan_fit(req: FitRequest) -> FitResult:
         if last and draft_fp is not None:
             costs += [c for layer in draft_fp.layer_costs for c in layer]
         pls = _pool_layers(costs, block, state_page, max_model_len)
-        nb, ngroups, pad = None, 1, 0
+        nb, g = None, None
         if layout.name == "vllm" and pls:
             try:
                 g = vllm_groups(pls)
             except ValueError as e:
                 raise InputError(f"vLLM cannot pool this model's caches: {e}", field="MODEL") from None
-            nb, ngroups, pad = vllm_num_blocks(budget.kv_pool_bytes, g), len(g.groups), g.padding_layers
-        plans.append(StagePlan(s, len(rng), budget, tuple(pls), nb, ngroups, pad))
+            nb = vllm_num_blocks(budget.kv_pool_bytes, g)
+        plans.append(StagePlan(s, len(rng), budget, tuple(pls), nb, g))
 
     return _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
 
@@ -325,7 +333,7 @@ def _prefix_bytes(costs: list[LayerCost], prefix: int, block: int) -> int:
 
 def _vllm_seq_blocks(plan: StagePlan, fp_block: int, n: int, prefix: int, layout) -> tuple[int, int]:
     """(private blocks per sequence, shared prefix blocks) at context n for one stage."""
-    g = vllm_groups(plan.pool_layers)
+    g = plan.pool_groups or vllm_groups(plan.pool_layers)
     private = shared = 0
     for grp in g.groups:
         lay = plan.pool_layers[grp[0]]
@@ -353,7 +361,7 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
             raise InputError("no pipeline stage holds a cache layer", field="--pp")
         nb = min(p.num_blocks or 0 for p in cached)
         busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
-        g = vllm_groups(busiest.pool_layers)
+        g = busiest.pool_groups or vllm_groups(busiest.pool_layers)
         tokens = vllm_pool_tokens(nb, g, busiest.pool_layers)
         engine_conc = vllm_max_concurrency(nb, g, busiest.pool_layers, max_model_len, mnbt)
         conc = 10**9
@@ -380,7 +388,7 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
     target = req.concurrency or 1
     fits = budget.kv_pool_bytes > 0 and conc >= target
     if budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
-        g0 = vllm_groups(busiest.pool_layers)
+        g0 = busiest.pool_groups or vllm_groups(busiest.pool_layers)
         verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "
                    f"({g0.block_bytes:,} B: one {block}-token page of every layer in a group)")
     elif budget.kv_pool_bytes <= 0 or (layout.name == "vllm" and (busiest.num_blocks or 0) <= 0):

@@ -48,11 +48,14 @@ def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None) -> Effi
 
 
 def plan(model, gpu: GpuSpec, *, kv_dtype: str, weight_dtype: str | None, engine: str, tp: int,
-         pp: int, context_tokens: int, efficiency: Efficiency) -> tuple[FitResult, StepModel]:
+         pp: int, context_tokens: int, efficiency: Efficiency,
+         weights=None) -> tuple[FitResult, StepModel]:
+    """Plan one configuration; ``weights`` (the model's inventory) may be passed in when the
+    same model is planned many times (a sweep)."""
     from .loaders.hf_params import weight_inventory
     from .loaders.quant_config import weight_format
 
-    req = FitRequest(model=model, weights=weight_inventory(model),
+    req = FitRequest(model=model, weights=weights or weight_inventory(model),
                      weight_format=weight_format(model, weight_dtype), gpu=gpu, engine=engine,
                      tp=tp, pp=pp, kv_dtype=kv_dtype, context_tokens=context_tokens, search=False,
                      allow_emulated=False)

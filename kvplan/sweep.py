@@ -137,9 +137,15 @@ def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataF
     batches = np.array(grid.batches, dtype=np.int64)
     per_config = len(contexts) * len(batches)
     frames = []
+    from .loaders.hf_params import weight_inventory
+
     models = [load_model(m) for m in grid.models]
     specs = [load_gpu(g) for g in grid.gpus]
     for m in models:
+        try:
+            weights = weight_inventory(m)
+        except KvplanError:
+            weights = None  # each configuration then reports the reason in its rows
         for spec in specs:
             eff = efficiency_for(spec, grid.hbm_efficiency, grid.flops_efficiency)
             for tp in grid.tps:
@@ -153,7 +159,8 @@ def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataF
                         try:
                             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=grid.weight_dtype,
                                          engine=grid.engine, tp=tp, pp=pp,
-                                         context_tokens=int(contexts.max()), efficiency=eff)
+                                         context_tokens=int(contexts.max()), efficiency=eff,
+                                         weights=weights)
                         except KvplanError as e:
                             kv_name, wd_name = _names(m, grid, kv)
                             frames.append(pd.DataFrame({

@@ -71,12 +71,9 @@ def sweep(
         from dataclasses import replace
 
         prompt, sep, out = request.partition(":")
-        try:
-            pair = (parse_axis(prompt, "--request")[0], parse_axis(out, "--request")[0])
-        except InputError:
-            raise
         if not sep:
             raise InputError(f"expected PROMPT:OUTPUT tokens, got {request!r}", field="--request")
+        pair = (parse_axis(prompt, "--request")[0], parse_axis(out, "--request")[0])
         grid = replace(grid, request=pair)
     check(grid, yes)
     from ..sweep import sweep as run_sweep

@@ -65,15 +65,14 @@ class _Inventory:
     # --- mixers --------------------------------------------------------------------------
     def attention(self, spec, prefix: str = "self_attn") -> None:
         f, h = self.f, self.hidden
-        qkv_bias = f.flag("attention_bias", self.mt in QKV_BIAS) or f.flag("bias", False) or (
-            self.mt in QKV_BIAS)
-        o_bias = f.flag("attention_bias", False) if self.mt not in QKV_BIAS else False
-        if self.mt == "gpt_neox":
+        if self.mt in QKV_BIAS:  # Qwen2: q/k/v biases always, none on o_proj
+            qkv_bias, o_bias = True, False
+        elif self.mt == "gpt_neox":
             qkv_bias = o_bias = True
-        if self.mt == "gpt_oss":  # GptOssConfig: attention_bias defaults to True
-            qkv_bias = o_bias = f.flag("attention_bias", True)
-        if self.mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
+        elif self.mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
             qkv_bias = o_bias = f.flag("bias", False)
+        else:  # llama-style attention_bias; GptOssConfig defaults it to True
+            qkv_bias = o_bias = f.flag("attention_bias", self.mt == "gpt_oss")
         q_rows = spec.num_attention_heads * spec.head_dim_k * (2 if self.mt == "qwen3_next" else 1)
         self.linear(f"{prefix}.q_proj", q_rows, h, "column", qkv_bias)
         kv = spec.num_kv_heads
