@@ -1,5 +1,5 @@
 """Run files: one JSON document per run in ``calibrate/runs/``, written atomically (a temporary
-file, then a rename) and never overwritten (a new run gets a new name).
+file, then a link, via kvplan.outfile) and never overwritten (a new run gets a new name).
 
 Schema (``"schema": "kvplan-calibration-run"``, ``"version": 1``): ``harness_version``,
 ``date`` (UTC ISO 8601), ``device`` {``kind`` cpu|cuda, ``name``, ``memory_bytes``},
@@ -15,9 +15,9 @@ null = informational) records; ``distributed`` (optional) holds the per-rank TP 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from kvplan.outfile import write_atomic
 
 RUNS = Path(__file__).resolve().parent / "runs"
 
@@ -31,10 +31,4 @@ def write_run(run: dict, folder: Path = RUNS) -> Path:
     while path.exists():
         n += 1
         path = folder / f"{stem}-{n}.json"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".run-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(run, f, indent=1, sort_keys=False)
-        f.write("\n")
-    os.link(tmp, path)  # fails rather than overwrite if the name appeared meanwhile
-    os.unlink(tmp)
-    return path
+    return write_atomic(path, json.dumps(run, indent=1, sort_keys=False) + "\n")

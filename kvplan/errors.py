@@ -53,3 +53,11 @@ class UnknownGpuError(KvplanError):
 
 class HubError(KvplanError):
     """A Hub fetch that failed: gated, not found, offline without a cache, network trouble."""
+
+
+class ScenarioError(KvplanError):
+    """A scenario file (or its trace) with one or more problems, one line each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))

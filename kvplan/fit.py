@@ -316,11 +316,14 @@ def _seq_bytes_on_stage(fp: Footprint, draft_fp: Footprint | None, stage: int, p
     costs = [c for i in rng for c in fp.layer_costs[i]]
     if draft_fp is not None and stage == pp - 1:
         costs += [c for layer in draft_fp.layer_costs for c in layer]
+    same: dict[int, list] = {}  # layers repeat one LayerCost object: count each once
     for c in costs:
+        same.setdefault(id(c), [c, 0])[1] += 1
+    for c, k in same.values():
         if c.state_bytes_per_rank:
-            total += c.state_bytes_per_rank
+            total += k * c.state_bytes_per_rank
         else:
-            total += c.rank_bytes_for_tokens(c.held_tokens(n, fp.block_size_tokens, fp.engine))
+            total += k * c.rank_bytes_for_tokens(c.held_tokens(n, fp.block_size_tokens, fp.engine))
     return ceil_bytes(total)
 
 
@@ -445,28 +448,65 @@ def _token_pool(req, layout, costs, pool, seq_bytes, block, ctx, max_model_len):
     return tokens, conc, tokens / max_model_len
 
 
-def concurrency_at(r: FitResult, n: int) -> int:
-    """Whole sequences of ``n`` tokens the planned pool holds (the ``max_concurrency`` rule of
-    ``plan_fit`` at another context; no shared prefix). 0 past the memory cliff."""
+@dataclass(frozen=True)
+class PoolUse:
+    """What one sequence of n tokens takes from one pool the engine fills: ``capacity`` units
+    in all, ``shared`` by every sequence (a shared prefix, counted once), ``private`` its own.
+    Units are blocks (vLLM), tokens (SGLang's split pools) or bytes (other token pools)."""
+
+    capacity: int
+    shared: int
+    private: int
+
+
+def pool_usage(r: FitResult, n: int, prefix_tokens: int = 0) -> list[PoolUse]:
+    """Per pool (each pipeline stage; SGLang's full and sliding pools) what an ``n``-token
+    sequence takes, with ``prefix_tokens`` shared (whole blocks) - the rule of ``plan_fit``."""
     req = r.request
+    out = []
     if r.layout.name == "vllm":
         cached = [p for p in r.stages if p.pool_layers]
         nb = min(p.num_blocks or 0 for p in cached)
-        best = None
         for p in cached:
-            private, _ = _vllm_seq_blocks(p, r.block_size_tokens, n, 0, r.layout)
-            c = nb // private if private else 10**9
-            best = c if best is None else min(best, c)
-        return max(best or 0, 0)
-    out = None
+            private, shared = _vllm_seq_blocks(p, r.block_size_tokens, n, prefix_tokens, r.layout)
+            out.append(PoolUse(nb, shared, private))
+        return out
     stages = pp_stages(r.footprint.model.num_layers, req.pp)
-    for p in r.stages:  # the engines that pool tokens: the same rule as plan_fit's
+    block = r.block_size_tokens
+    for p in r.stages:  # the engines that pool tokens
         costs = [c for i in stages[p.stage] for c in r.footprint.layer_costs[i]]
         seq = _seq_bytes_on_stage(r.footprint, None, p.stage, req.pp, n)
-        _, c, _ = _token_pool(replace(req, shared_prefix_tokens=0), r.layout, costs,
-                              p.budget.kv_pool_bytes, seq, r.block_size_tokens, n, r.max_model_len)
-        out = c if out is None else min(out, c)
-    return max(out or 0, 0)
+        pool = p.budget.kv_pool_bytes
+        attn = [c for c in costs if not c.state_bytes_per_rank]
+        swa = [c for c in attn if _pool_kind(c) == "sliding"]
+        if r.layout.name == "sglang" and swa and len(swa) < len(attn):
+            from .engines.sglang_memory import sglang_pool_tokens
+
+            cell = ceil_bytes(sum((c.rank_bytes_for_tokens(1) for c in attn), Fraction(0)))
+            full_tokens, swa_tokens = sglang_pool_tokens(pool, cell, block, len(attn) - len(swa),
+                                                         len(swa))
+            pre = (prefix_tokens // block) * block
+            out.append(PoolUse(full_tokens, pre, cdiv(n, block) * block - pre))
+            out.append(PoolUse(swa_tokens, 0, swa[0].held_tokens(n, block, r.layout)))
+        else:
+            prefix = _prefix_bytes(costs, prefix_tokens, block)
+            out.append(PoolUse(pool, prefix, seq - prefix))
+    return out
+
+
+def sequences_fitting(uses: list[PoolUse]) -> int:
+    """Whole sequences every pool holds (0 when one does not hold a single one)."""
+    best = None
+    for u in uses:
+        c = (u.capacity - u.shared) // u.private if u.private > 0 else 10**9
+        best = c if best is None else min(best, c)
+    return max(best if best is not None else 0, 0)
+
+
+def concurrency_at(r: FitResult, n: int) -> int:
+    """Whole sequences of ``n`` tokens the planned pool holds (the ``max_concurrency`` rule of
+    ``plan_fit`` at another context; no shared prefix). 0 past the memory cliff."""
+    return sequences_fitting(pool_usage(r, n))
 
 
 SEARCH_TP = (1, 2, 4, 8)

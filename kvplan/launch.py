@@ -34,10 +34,11 @@ def _model_ref(r: FitResult) -> str:
     return m.hub_id or m.source or m.name
 
 
-def _sequences(r: FitResult) -> int:
-    """Sequences to launch with: the target (or what fits), at most the max_num_seqs the
-    budget was planned with."""
-    fit = min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1)
+def _sequences(r: FitResult, sequences: int | None = None) -> int:
+    """Sequences to launch with: ``sequences`` when the caller planned them (a workload mix,
+    ``kvplan plan``), else the target (or what fits at the full context); at most the
+    max_num_seqs the budget was planned with."""
+    fit = sequences or min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1)
     return max(1, min(fit, r.max_num_seqs))
 
 
@@ -50,7 +51,7 @@ def _unsupported(engine: str, fmt: str) -> str:
     return f"# {engine} has no {fmt} KV cache; plan it with --engine {engine} and a format it has"
 
 
-def vllm_command(r: FitResult) -> str:
+def vllm_command(r: FitResult, sequences: int | None = None) -> str:
     req = r.request
     kv = _kv_flag(VLLM_KV, r.kv_format, "vllm")
     if kv is None:
@@ -60,7 +61,7 @@ def vllm_command(r: FitResult) -> str:
         default_utilization(r.layout.version if planned else "main"))
     parts = ["vllm", "serve", _model_ref(r), "--tensor-parallel-size", str(req.tp),
              "--pipeline-parallel-size", str(req.pp), "--max-model-len", str(r.max_model_len),
-             "--max-num-seqs", str(_sequences(r)), "--kv-cache-dtype", kv,
+             "--max-num-seqs", str(_sequences(r, sequences)), "--kv-cache-dtype", kv,
              "--gpu-memory-utilization", f"{util:g}"]
     if planned:
         parts += ["--block-size", str(r.block_size_tokens)]
@@ -75,14 +76,14 @@ def vllm_command(r: FitResult) -> str:
     return _join(parts)
 
 
-def sglang_command(r: FitResult) -> str:
+def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     req = r.request
     kv = _kv_flag(SGLANG_KV, r.kv_format, "sglang")
     if kv is None:
         return _unsupported("sglang", r.kv_format)
     parts = ["python", "-m", "sglang.launch_server", "--model-path", _model_ref(r), "--tp-size",
              str(req.tp), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
-             "--max-running-requests", str(_sequences(r)), "--kv-cache-dtype", kv]
+             "--max-running-requests", str(_sequences(r, sequences)), "--kv-cache-dtype", kv]
     if r.layout.name == "sglang":
         b = r.budget
         fraction = b.usable_bytes / max(b.total_bytes - b.runtime_overhead_bytes, 1)
@@ -96,7 +97,7 @@ def sglang_command(r: FitResult) -> str:
     return _join(parts)
 
 
-def trtllm_command(r: FitResult) -> str:
+def trtllm_command(r: FitResult, sequences: int | None = None) -> str:
     req = r.request
     kv = _kv_flag(TRTLLM_KV, r.kv_format, "trtllm")
     if kv is None:
@@ -107,17 +108,17 @@ def trtllm_command(r: FitResult) -> str:
         options["kv_cache_config"]["max_tokens"] = r.kv_pool_tokens
     parts = ["trtllm-serve", _model_ref(r), "--backend", "pytorch", "--tp_size", str(req.tp),
              "--pp_size", str(req.pp), "--max_seq_len", str(r.max_model_len), "--max_batch_size",
-             str(_sequences(r)), "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]
+             str(_sequences(r, sequences)), "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]
     return (f"printf '%s\\n' {shlex.quote(json.dumps(options))} > extra.yaml && "
             f"{_join(parts)} --extra_llm_api_options extra.yaml")
 
 
-def llama_cpp_command(r: FitResult) -> str:
+def llama_cpp_command(r: FitResult, sequences: int | None = None) -> str:
     req = r.request
     k, v = r.footprint.formats.k.name, r.footprint.formats.v.name
     if k not in LLAMA_KV or v not in LLAMA_KV:
         return _unsupported("llama.cpp", r.kv_format)
-    n = _sequences(r)
+    n = _sequences(r, sequences)
     parts = ["llama-server", "-m", f"{req.model.name}.gguf", "-c", str(req.context_tokens * n),
              "-np", str(n), "-ctk", LLAMA_KV[k], "-ctv", LLAMA_KV[v], "-fa", "on", "-ngl", "999"]
     if req.tp * req.pp > 1:
@@ -125,11 +126,11 @@ def llama_cpp_command(r: FitResult) -> str:
     return _join(parts)
 
 
-def launch_commands(r: FitResult) -> dict[str, str]:
+def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str]:
     """engine -> command, the planned engine first. The other engines get the same
     parallelism, lengths and sequence count with their own defaults for the rest; an engine
     without the planned KV format gets a comment line instead."""
-    out = {"vllm": vllm_command(r), "sglang": sglang_command(r), "trtllm": trtllm_command(r),
-           "llama.cpp": llama_cpp_command(r)}
+    out = {"vllm": vllm_command(r, sequences), "sglang": sglang_command(r, sequences),
+           "trtllm": trtllm_command(r, sequences), "llama.cpp": llama_cpp_command(r, sequences)}
     first = r.layout.name
     return {first: out[first], **{k: v for k, v in out.items() if k != first}}

@@ -13,7 +13,17 @@ import typer
 from typer.exceptions import TyperException  # typer 0.28 vendors click: its errors derive from this
 
 from ..errors import KvplanError
-from . import calibrate_cmd, curve_cmd, fit_cmd, formats_cmd, gpus_cmd, models_cmd, size_cmd, sweep_cmd
+from . import (
+    calibrate_cmd,
+    curve_cmd,
+    fit_cmd,
+    formats_cmd,
+    gpus_cmd,
+    models_cmd,
+    plan_cmd,
+    size_cmd,
+    sweep_cmd,
+)
 
 app = typer.Typer(
     name="kvplan",
@@ -30,12 +40,15 @@ app.command("gpus")(gpus_cmd.gpus)
 app.command("fit", epilog=fit_cmd.EXAMPLES)(fit_cmd.fit)
 app.command("curve", epilog=curve_cmd.EXAMPLES)(curve_cmd.curve)
 app.command("sweep", epilog=sweep_cmd.EXAMPLES)(sweep_cmd.sweep)
+app.command("plan", epilog=plan_cmd.EXAMPLES)(plan_cmd.plan)
+app.command("init")(plan_cmd.init)
 app.command("validate")(calibrate_cmd.validate)
 app.command("calibrate")(calibrate_cmd.calibrate)
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(f"kvplan: error: {message}\n")
+    for line in message.splitlines() or [""]:  # a scenario reports every problem, one per line
+        sys.stderr.write(f"kvplan: error: {line}\n")
     return 2
 
 

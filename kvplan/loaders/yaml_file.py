@@ -56,28 +56,52 @@ def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tupl
     return data, locate
 
 
+def _message(err: dict) -> str:
+    msg = err.get("msg", "invalid value")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    kind = err.get("type", "")
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "missing required field"
+    if isinstance(value, str) and NUMERIC_LOOKING.match(value.strip()) and value.strip():
+        return msg + (f" (got the string {value!r}: YAML 1.1 reads that as text; write an "
+                      "integer with _ separators, e.g. 4_800_000_000_000)")
+    if value is not None and kind != "value_error":
+        shown = repr(value)
+        msg += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    return msg
+
+
+def dotted(loc: tuple) -> str:
+    return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
+
+
+def error_lines(exc: Any, path: Path, locate: Callable[[tuple], int | None],
+                hint: Callable[[tuple, str], str] | None = None) -> list[str]:
+    """Every pydantic error as one ``file:line: field: message`` line; ``hint(loc, kind)`` may
+    add to the message (e.g. the closest valid key of an unknown one)."""
+    out = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        line = locate(loc)
+        msg = _message(err) + (hint(loc, err.get("type", "")) if hint else "")
+        source = f"{path}:{line}" if line else str(path)
+        out.append(f"{source}: {dotted(loc)}: {msg}" if loc else f"{source}: {msg}")
+    return out
+
+
 def validation_error(exc: Any, path: Path, locate: Callable[[tuple], int | None],
                      error: type[KvplanError]) -> KvplanError:
     """The first pydantic error as one KvplanError line with file:line and dotted field."""
     first = exc.errors()[0]
     loc = tuple(first.get("loc", ()))
-    dotted = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
     line = locate(loc)
-    msg = first.get("msg", "invalid value")
-    kind = first.get("type", "")
-    value = first.get("input")
-    if kind == "extra_forbidden":
-        msg = "unknown field"
-    elif kind == "missing":
-        msg = "missing required field"
-    elif isinstance(value, str) and NUMERIC_LOOKING.match(value.strip()) and value.strip():
-        msg += f" (got the string {value!r}: YAML 1.1 reads that as text; write an integer " \
-               "with _ separators, e.g. 4_800_000_000_000)"
-    elif value is not None and kind not in ("missing",):
-        shown = repr(value)
-        msg += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    msg = _message(first)
     more = len(exc.errors()) - 1
     if more:
         msg += f" [+{more} more error{'s' if more > 1 else ''}]"
     source = f"{path}:{line}" if line else str(path)
-    return error(msg, source=source, field=dotted or None)
+    return error(msg, source=source, field=dotted(loc) or None)

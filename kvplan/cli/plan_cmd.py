@@ -1,0 +1,101 @@
+"""``kvplan plan SCENARIO.yaml`` and ``kvplan init``: plan a workload from a scenario file;
+write a commented starter scenario."""
+
+# No `from __future__ import annotations` (typer evaluates annotation strings at start-up).
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import InputError
+
+EXAMPLES = """\b
+Examples:
+  kvplan init my-plan.yaml
+  kvplan plan my-plan.yaml
+  kvplan plan examples/chat-shared-prompt.yaml --format html -o plan.html
+  kvplan plan examples/rag-trace.yaml --format json --require-fit"""
+
+FORMATS = ("terminal", "markdown", "json", "html")
+
+
+def plan(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (see `kvplan init`).")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="terminal (default), markdown, json "
+                                     "or html.")] = "terminal",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to FILE "
+                                                "(atomically; never over a file without --force).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --output if it exists.")] = False,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed (default: the "
+                                             "scenario's seed, else 0).")] = None,
+    samples: Annotated[int | None, typer.Option("--samples", help="Conversations to sample "
+                                                "(default: the scenario's, else 10,000).")] = None,
+    require_fit: Annotated[bool, typer.Option(
+        "--require-fit", help="Exit 1 when no configuration fits and meets the SLOs and rate.")] = False,
+) -> int:
+    """Plan a workload: every candidate configuration ranked, replicas, cost, launch line."""
+    from ..loaders.scenario_yaml import load_scenario
+    from ..outfile import refuse_existing, write_atomic
+    from ..scenario import run_scenario
+
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")
+    if seed is not None and seed < 0:
+        raise InputError("must be >= 0", field="--seed")
+    if samples is not None and samples < 1:
+        raise InputError("must be a positive integer", field="--samples")
+    if output is not None:
+        refuse_existing(output, force)
+    rep = run_scenario(load_scenario(scenario), seed=seed, samples=samples)
+    for w in rep.warnings:
+        typer.echo(f"kvplan: warning: {w}", err=True)
+    if fmt == "terminal" and output is None:
+        from .render_plan import render_plan
+
+        render_plan(rep)
+    else:
+        text = _text(rep, fmt)
+        if output is None:
+            typer.echo(text, nl=False)
+        else:
+            write_atomic(output, text, force=force)
+            typer.echo(f"kvplan: wrote {fmt} report to {output}", err=True)
+    if require_fit and rep.best is None:
+        typer.echo("kvplan: no configuration meets the scenario (--require-fit)", err=True)
+        return 1
+    return 0
+
+
+def _text(rep, fmt: str) -> str:
+    if fmt == "json":
+        import json
+
+        from ..scenario_record import plan_record
+
+        return json.dumps(plan_record(rep), indent=2) + "\n"
+    if fmt == "html":
+        from ..scenario_report import html_report
+
+        return html_report(rep)
+    from ..scenario_report import markdown
+
+    return markdown(rep)  # markdown, and terminal written to a file
+
+
+def init(
+    path: Annotated[Path, typer.Argument(help="Where to write the starter scenario ('-' for "
+                                         "stdout).")] = Path("scenario.yaml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite PATH if it exists.")] = False,
+) -> None:
+    """Write a commented starter scenario to edit and run with `kvplan plan`."""
+    from importlib.resources import files
+
+    from ..outfile import write_atomic
+
+    text = files("kvplan").joinpath("starter_scenario.yaml").read_text(encoding="utf-8")
+    if str(path) == "-":
+        typer.echo(text, nl=False)
+        return
+    write_atomic(path, text, force=force)
+    typer.echo(f"kvplan: wrote {path}; run `kvplan plan {path}`", err=True)

@@ -1,0 +1,201 @@
+"""``kvplan plan``: every candidate configuration a scenario leaves open, planned with
+``plan_fit``, timed with the roofline, evaluated against the workload, ranked. Sits above the
+loaders; the math is in ``kvplan.fit``, ``kvplan.perf`` and ``kvplan.scenario_eval``."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .errors import KvplanError
+from .fit import Draft, FitRequest, FitResult, plan_fit
+from .gpu import GpuSpec
+from .perf import Efficiency, StepModel
+from .perf_model import step_model
+from .scenario_eval import Evaluation, Fleet, evaluate
+from .scenario_spec import Scenario
+from .workload import Request, Stats, sample, stats
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gpu: GpuSpec
+    engine: str
+    tp: int
+    pp: int
+    kv_dtype: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    candidate: Candidate
+    fit: FitResult
+    step: StepModel
+    efficiency: Efficiency
+    evaluation: Evaluation
+    price_usd_per_gpu_hour: float
+
+
+@dataclass(frozen=True)
+class Skipped:
+    candidate: Candidate
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    scenario: Scenario
+    model_name: str
+    requests: int
+    sample_note: str
+    max_model_len: int
+    excluded_requests: int
+    stats: dict[str, Stats]
+    outcomes: tuple[Outcome, ...]  # ranked, best first
+    skipped: tuple[Skipped, ...]
+    assumptions: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def best(self) -> Outcome | None:
+        return self.outcomes[0] if self.outcomes and self.outcomes[0].evaluation.ok else None
+
+
+def _gpu(name: str, base: Path) -> GpuSpec:
+    from .hardware import load_gpu
+
+    local = base / name
+    if name.endswith((".yaml", ".yml")) and local.is_file():
+        return load_gpu(str(local))
+    return load_gpu(name)
+
+
+def _rank_key(o: Outcome):
+    e = o.evaluation
+    tier = 0 if e.ok else 1 if e.fits and e.batch else 2
+    return (tier, e.usd_per_hour if tier == 0 else 0.0, -(e.headroom or 0.0),
+            -e.output_tokens_per_s_per_replica)
+
+
+def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None = None) -> PlanReport:
+    from .loaders.hf_params import weight_inventory
+    from .loaders.quant_config import weight_format
+    from .planning import efficiency_for
+    from .resolve import load_model
+
+    seed = sc.seed if seed is None else seed
+    samples = sc.samples if samples is None else samples
+    w = sc.workload
+    model = load_model(sc.model)
+    weights = weight_inventory(model)
+    wfmt = weight_format(model, sc.serving.weight_dtype)
+    draft = None
+    if sc.draft_model:
+        dm = load_model(sc.draft_model)
+        draft = Draft(dm, weight_inventory(dm), weight_format(dm, sc.serving.weight_dtype),
+                      sc.speculative_tokens)
+    warnings = list(model.warnings)
+
+    requests: list[Request] = sample(w, samples, seed)
+    if w.trace is not None:
+        note = f"{len(requests):,} requests from the trace {w.trace_name} (every line)"
+    else:
+        conv = f"{samples:,} conversations x {w.turns} turns = " if w.turns > 1 else ""
+        note = f"{conv}{len(requests):,} requests sampled with seed {seed}"
+    longest = max(x.final_tokens for x in requests)
+    max_len = sc.serving.max_model_len or longest
+    kept = [x for x in requests if x.final_tokens <= max_len]
+    excluded = len(requests) - len(kept)
+    if excluded:
+        warnings.append(f"{excluded:,} of {len(requests):,} requests are longer than max_model_len "
+                        f"{max_len:,} tokens (the longest has {longest:,}); the engine rejects them "
+                        "and they are left out of every figure")
+    if not kept:
+        raise KvplanError("no request fits max_model_len", field="serving.max_model_len")
+    q = sc.slo.percentile
+    st = {"prompt_tokens": stats([x.new_tokens for x in kept], q),
+          "context_tokens": stats([x.context_tokens for x in kept], q),
+          "output_tokens": stats([x.output_tokens for x in kept], q),
+          "final_tokens": stats([x.final_tokens for x in kept], q)}
+
+    base = Path(sc.base_dir)
+    gpus = [_gpu(g, base) for g in sc.hardware.gpus]
+    outcomes: list[Outcome] = []
+    skipped: list[Skipped] = []
+    s = sc.serving
+    for gpu, engine, tp, pp, kv in itertools.product(gpus, s.engines, s.tps, s.pps, s.kv_dtypes):
+        cand = Candidate(gpu, engine, tp, pp, kv)
+        if sc.hardware.nodes is not None and tp * pp > sc.hardware.nodes * sc.hardware.gpus_per_node:
+            skipped.append(Skipped(cand, f"tp x pp = {tp * pp} exceeds the fleet's "
+                                         f"{sc.hardware.nodes * sc.hardware.gpus_per_node} GPUs"))
+            continue
+        req = FitRequest(model=model, weights=weights, weight_format=wfmt, gpu=gpu, engine=engine,
+                         tp=tp, pp=pp, kv_dtype=kv, context_tokens=max_len, max_model_len=max_len,
+                         utilization=s.utilization, max_num_batched_tokens=s.max_num_batched_tokens,
+                         max_num_seqs=s.max_num_seqs, block_size_tokens=s.block_size_tokens,
+                         shared_prefix_tokens=min(w.shared_prefix_tokens, max_len - 1), draft=draft,
+                         search=False)
+        try:
+            r = plan_fit(req)
+        except KvplanError as e:
+            skipped.append(Skipped(cand, e.detail))
+            continue
+        eff = efficiency_for(gpu, None, None)
+        sm = step_model(r, eff)
+        price = sc.hardware.price_usd_per_gpu_hour or gpu.price_usd_per_gpu_hour
+        fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
+        ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens)
+        if ev.batch:
+            from .launch import launch_commands
+
+            r = replace(r, launch=launch_commands(r, ev.batch))
+        outcomes.append(Outcome(cand, r, sm, eff, ev, price))
+    outcomes.sort(key=_rank_key)
+    return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),
+                      tuple(skipped), tuple(assumptions(sc, outcomes)), tuple(warnings))
+
+
+def assumptions(sc: Scenario, outcomes: list[Outcome]) -> list[str]:
+    w, q = sc.workload, sc.slo.percentile
+    out = [
+        "Memory: each request counts at its peak (prompt, images, reasoning and output all "
+        "cached), rounded up to whole KV blocks; the pool holds floor((pool - shared prefix) / "
+        "mean per-request blocks) requests, capped by max_num_seqs.",
+        f"SLO batch: the largest running batch whose TPOT at the p{q:g} final length stays within "
+        "the TPOT limit; TTFT p{q:g} is that percentile of the requests' prefill times, without "
+        "queueing.".replace("{q:g}", f"{q:g}"),
+        "Decode runs at the token-weighted mean context of the decode steps; a replica serves "
+        "1 / (mean prefill time + mean output tokens x TPOT / batch) requests per second.",
+        "Roofline: decode step = max(bytes / (HBM x efficiency), FLOPs / (peak x efficiency)) + "
+        "tensor-parallel all-reduces; prefill in chunks of max_num_batched_tokens (see docs/perf.md).",
+        "The fleet is whole nodes and every GPU in it is billed; $/token is at the demanded rate.",
+    ]
+    if w.shared_prefix_tokens:
+        out.append(f"The {w.shared_prefix_tokens:,}-token shared prefix is held once (whole blocks) "
+                   "and served from the prefix cache: prefill skips its whole blocks.")
+    if w.prefix_cache_hit_rate:
+        out.append(f"Prefix-cache hit rate {w.prefix_cache_hit_rate:.0%}: that share of each "
+                   "prompt skips prefill; memory still counts every request's own blocks.")
+    if w.turns > 1:
+        out.append("Multi-turn: each turn is one request of the rate; earlier turns (prompts and "
+                   "visible outputs, not reasoning) stay cached and are not prefilled again.")
+    if w.thinking is not None:
+        out.append("Reasoning tokens are generated and cached like output and priced as output.")
+    if w.images_per_request:
+        out.append(f"{w.images_per_request} image(s) x {w.tokens_per_image} tokens join the first "
+                   "turn's prompt; the vision encoder's time and memory are not modelled.")
+    if sc.draft_model:
+        out.append(f"Draft model {sc.draft_model}: its weights and KV (and {sc.speculative_tokens} "
+                   "lookahead slots per request) are in the memory plan; the speed-up of "
+                   "speculative decoding is not modelled (TPOT is without it).")
+    if sc.extras.disagg_link_bytes_per_s:
+        out.append("Disaggregated: prefill instances send each request's KV (each rank its shard, "
+                   "in parallel) over the link; TTFT includes the transfer; decode replicas "
+                   "serve batch / (mean output x TPOT) requests per second.")
+    if sc.extras.preemption:
+        out.append("Preemption: an evicted request at the mean decode context is rebuilt by a "
+                   "prefill of its tokens (recompute) or copied back over PCIe (swap).")
+    effs = {o.efficiency.source for o in outcomes}
+    out.append("Efficiency: " + "; ".join(sorted(effs)) if effs else "Efficiency: none planned")
+    return out

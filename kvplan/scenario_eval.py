@@ -1,0 +1,312 @@
+"""One candidate deployment against a workload: the concurrency the workload reaches, the batch
+the SLOs allow, replicas, GPUs, cost, headroom, and the offload / preemption / disaggregation
+figures. Pure; composes ``kvplan.fit`` (memory) and ``kvplan.perf`` (time).
+
+Rules (each is repeated in the report's assumptions):
+- Memory: every request is counted at its peak (its last token), block-rounded, with the
+  shared prefix's whole blocks counted once; the pool holds ``floor((pool - shared) / mean
+  private)`` such requests (the mean over the sampled requests), capped by ``max_num_seqs``.
+- SLO batch: the largest batch B whose TPOT at the SLO percentile's final length stays within
+  the TPOT limit (TPOT grows with B).
+- Throughput: decode runs at the token-weighted mean decode context; a replica serves
+  ``1 / (mean prefill time + mean output x TPOT(B) / B)`` requests/s (prefill and decode share
+  the GPUs; disaggregated: prefill instances serve ``1 / mean prefill time`` each and decode
+  replicas ``B / (mean output x TPOT(B))``).
+- TTFT at the percentile is that percentile of the requests' prefill times (no queueing), plus
+  the KV transfer when disaggregated.
+- The fleet is whole nodes; every GPU of it is billed; cost per token is at the demanded rate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .fit import FitResult, _seq_bytes_on_stage, pool_usage
+from .perf import StepModel, prefill_s, tpot_s
+from .workload import Request, Workload, quantile
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    percentile: float = 95.0
+
+
+@dataclass(frozen=True)
+class Tier:
+    bytes: int
+    bandwidth_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Fleet:
+    gpus_per_node: int
+    nodes: int | None  # None: as many as the workload needs
+    price_usd_per_gpu_hour: float
+
+
+@dataclass(frozen=True)
+class Extras:
+    cpu: Tier | None = None
+    nvme: Tier | None = None
+    preemption: str | None = None  # "recompute" | "swap"
+    disagg_link_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    fits: bool
+    meets_slo: bool
+    meets_rate: bool
+    reasons: tuple[str, ...]
+    memory_concurrency: int  # requests the pool holds (workload mix), before max_num_seqs
+    batch: int  # the running batch planned per replica (memory, max_num_seqs and TPOT SLO)
+    mean_private_units: tuple[Fraction, ...]
+    decode_context_tokens: float
+    slo_final_tokens: int
+    ttft_s: float | None
+    tpot_s: float | None
+    tpot_mean_s: float | None
+    mean_prefill_s: float
+    requests_per_s_per_replica: float
+    output_tokens_per_s_per_replica: float
+    request_rate_per_s: float
+    replicas_needed: int
+    replicas: int
+    prefill_instances_needed: int
+    prefill_instances: int
+    gpus: int
+    nodes: int
+    usd_per_hour: float
+    usd_per_million_output_tokens: float | None
+    usd_per_million_tokens: float | None
+    usd_per_request: float | None
+    headroom: float | None
+    kv_bytes_per_request_mean: float  # per GPU of the busiest stage, at the peak
+    kv_bytes_per_request_at_percentile: int
+    offload: dict = field(default_factory=dict)
+    preemption: dict = field(default_factory=dict)
+    disaggregated: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.fits and self.meets_slo and self.meets_rate
+
+
+def cached_prefix_tokens(shared: int, block: int) -> int:
+    """The prefix cache serves whole blocks only."""
+    return shared // block * block
+
+
+def prefill_tokens(req: Request, w: Workload, block: int) -> int:
+    """Tokens a request prefills: its new tokens plus the shared prefix's partial block; with a
+    hit rate instead, the part of shared + new tokens the cache does not serve."""
+    if w.prefix_cache_hit_rate:
+        total = req.shared_tokens + req.new_tokens
+        return max(total - math.floor(w.prefix_cache_hit_rate * total), 1)
+    return req.new_tokens + req.shared_tokens - cached_prefix_tokens(req.shared_tokens, block)
+
+
+class _Memo(dict):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, key):
+        v = self[key] = self.fn(key)
+        return v
+
+
+def _length_key(r: FitResult):
+    """n -> the n that holds the same blocks: with full attention only (no windows), every
+    length inside one block holds the same, so lengths are rounded up to whole blocks."""
+    block = r.block_size_tokens
+    windows = any(c.window_tokens is not None and c.policy != "all" and not c.state_bytes_per_rank
+                  for layer in r.footprint.layer_costs for c in layer)
+    return (lambda n: n) if windows else (lambda n: -(-n // block) * block)
+
+
+class _ByLength(_Memo):
+    def __init__(self, r: FitResult, fn):
+        super().__init__(fn)
+        self.key = _length_key(r)
+
+    def __missing__(self, n):
+        k = self.key(n)
+        v = self[n] = self[k] if k != n else self.fn(n)
+        return v
+
+
+def _seq_bytes(r: FitResult):
+    """Per-GPU bytes (busiest stage) a sequence of n tokens holds, block-rounded."""
+    return _ByLength(r, lambda n: max(_seq_bytes_on_stage(r.footprint, None, s, r.request.pp, n)
+                                      for s in range(r.request.pp)))
+
+
+def largest_batch(sm: StepModel, limit_s: float | None, context: int, cap: int) -> int:
+    """The largest B <= cap with TPOT(B, context) <= limit (0 when even B = 1 is too slow)."""
+    if cap < 1:
+        return 0
+    if limit_s is None:
+        return cap
+    if tpot_s(sm, 1, context) > limit_s:
+        return 0
+    lo, hi = 1, cap
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tpot_s(sm, mid, context) <= limit_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, slo: Slo,
+             fleet: Fleet, extras: Extras, lookahead: int = 0) -> Evaluation:
+    block, q = r.block_size_tokens, slo.percentile
+    reasons: list[str] = []
+    prefix = w.shared_prefix_tokens
+    finals = [x.final_tokens + lookahead for x in requests]
+    uses = _ByLength(r, lambda n: pool_usage(r, n, prefix))
+    pools = uses[finals[0]]
+    totals = [Fraction(0)] * len(pools)
+    for n in finals:
+        for i, u in enumerate(uses[n]):
+            totals[i] += u.private
+    means = tuple(t / len(finals) for t in totals)
+    conc = min((math.floor((p.capacity - p.shared) / m) if m > 0 else 10**9)
+               for p, m in zip(pools, means, strict=True))
+    conc = max(conc, 0)
+    fits = r.budget.kv_pool_bytes > 0 and conc >= 1
+    if not fits:
+        reasons.append(r.verdict if not r.fits else "the pool holds no request of this mix")
+    cap = min(conc, r.max_num_seqs)
+
+    out_total = sum(x.output_tokens for x in requests)
+    mean_out = out_total / len(requests)
+    decode_ctx = sum(x.output_tokens * (x.context_tokens + (x.output_tokens - 1) / 2)
+                     for x in requests) / max(out_total, 1)
+    n_q = quantile(finals, q)
+    batch = largest_batch(sm, slo.tpot_s, n_q, cap) if fits else 0
+    if fits and batch == 0:
+        reasons.append(f"TPOT at batch 1 is {tpot_s(sm, 1, n_q) * 1e3:.1f} ms at the p{q:g} "
+                       f"length ({n_q:,} tokens), over the {slo.tpot_s * 1e3:g} ms limit")  # type: ignore[operator]
+
+    chunk = r.max_num_batched_tokens
+    pre = _Memo(lambda p: float(prefill_s(sm, p, chunk)))
+    pre_times = [pre[prefill_tokens(x, w, block)] for x in requests]
+    mean_pre = sum(pre_times) / len(pre_times)
+    sb = _seq_bytes(r)
+    disagg = extras.disagg_link_bytes_per_s
+    transfer = [sb[x.context_tokens] / disagg for x in requests] if disagg else None
+    ttft_all = [a + b for a, b in zip(pre_times, transfer, strict=True)] if transfer else pre_times
+    ttft = quantile(ttft_all, q)
+    if slo.ttft_s is not None and ttft > slo.ttft_s:
+        reasons.append(f"TTFT p{q:g} {ttft:.3f} s over the {slo.ttft_s:g} s limit")
+
+    tp_pp = r.request.tp * r.request.pp
+    tpot_q = tpot_mean = None
+    rps = out_rps = 0.0
+    if batch:
+        tpot_q = float(tpot_s(sm, batch, n_q))
+        tpot_mean = float(tpot_s(sm, batch, decode_ctx))
+        if disagg:
+            rps = batch / (mean_out * tpot_mean)
+        else:
+            rps = 1 / (mean_pre + mean_out * tpot_mean / batch)
+        out_rps = rps * mean_out
+    if w.concurrent_requests is not None:
+        rate = (w.concurrent_requests / (mean_pre + mean_out * tpot_mean)) if tpot_mean else 0.0
+        need = math.ceil(w.concurrent_requests / batch) if batch else 0
+    else:
+        rate = w.request_rate_per_s or 0.0
+        need = math.ceil(rate / rps - 1e-12) if rps else 0
+    need = max(need, 1) if batch else 0
+    pre_need = max(math.ceil(rate * mean_pre - 1e-12), 1) if disagg and batch else 0
+
+    meets_rate = bool(batch)
+    if tp_pp > fleet.gpus_per_node and r.request.tp > fleet.gpus_per_node:
+        reasons.append(f"tp {r.request.tp} spans nodes of {fleet.gpus_per_node} GPUs")
+        meets_rate = False
+    want_gpus = (need + pre_need) * tp_pp
+    nodes = fleet.nodes if fleet.nodes is not None else max(math.ceil(want_gpus / fleet.gpus_per_node), 1)
+    gpus = nodes * fleet.gpus_per_node
+    slots = gpus // tp_pp
+    replicas = min(need, slots) if disagg else slots
+    pre_inst = slots - replicas if disagg else 0
+    if batch and (slots < need + pre_need):
+        reasons.append(f"needs {want_gpus} GPUs ({need + pre_need} x {tp_pp}), the fleet has {gpus}")
+        meets_rate = False
+    headroom = None
+    if batch and meets_rate:
+        if w.concurrent_requests is not None:
+            headroom = 1 - w.concurrent_requests / (replicas * batch)
+        else:
+            headroom = 1 - rate / (replicas * rps)
+        if disagg and mean_pre > 0:
+            headroom = min(headroom, 1 - rate * mean_pre / max(pre_inst, 1))
+    hourly = gpus * fleet.price_usd_per_gpu_hour
+    mean_in = sum(x.context_tokens for x in requests) / len(requests)
+    usd_out = usd_all = usd_req = None
+    if rate > 0 and meets_rate:
+        usd_req = hourly / 3600 / rate
+        usd_out = usd_req / mean_out * 1e6
+        usd_all = usd_req / (mean_in + mean_out) * 1e6
+    bytes_mean = sum(sb[n] for n in finals) / len(finals)
+    ev = Evaluation(
+        fits=fits, meets_slo=fits and batch >= 1 and (slo.ttft_s is None or ttft <= slo.ttft_s),
+        meets_rate=meets_rate, reasons=tuple(reasons), memory_concurrency=conc, batch=batch,
+        mean_private_units=means, decode_context_tokens=decode_ctx, slo_final_tokens=n_q,
+        ttft_s=ttft, tpot_s=tpot_q, tpot_mean_s=tpot_mean, mean_prefill_s=mean_pre,
+        requests_per_s_per_replica=rps, output_tokens_per_s_per_replica=out_rps,
+        request_rate_per_s=rate, replicas_needed=need, replicas=replicas,
+        prefill_instances_needed=pre_need, prefill_instances=pre_inst, gpus=gpus, nodes=nodes,
+        usd_per_hour=hourly, usd_per_million_output_tokens=usd_out, usd_per_million_tokens=usd_all,
+        usd_per_request=usd_req, headroom=headroom, kv_bytes_per_request_mean=bytes_mean,
+        kv_bytes_per_request_at_percentile=sb[n_q])
+    return _with_extras(ev, r, sm, requests, extras, sb, q, decode_ctx, transfer)
+
+
+def _tier(t: Tier, mean_bytes: float, at_pct_bytes: int) -> dict:
+    return {"bytes": t.bytes, "bandwidth_bytes_per_s": t.bandwidth_bytes_per_s,
+            "requests_held": int(t.bytes // mean_bytes) if mean_bytes else 0,
+            "swap_in_s_mean": mean_bytes / t.bandwidth_bytes_per_s,
+            "swap_in_s_at_percentile": at_pct_bytes / t.bandwidth_bytes_per_s}
+
+
+def _with_extras(ev: Evaluation, r: FitResult, sm: StepModel, requests: list[Request],
+                 extras: Extras, sb, q: float, decode_ctx: float, transfer) -> Evaluation:
+    from dataclasses import replace
+
+    offload = {}
+    mean_b, pct_b = ev.kv_bytes_per_request_mean, ev.kv_bytes_per_request_at_percentile
+    for name, tier in (("cpu", extras.cpu), ("nvme", extras.nvme)):
+        if tier:
+            offload[name] = _tier(tier, mean_b, pct_b)
+    preempt = {}
+    if extras.preemption:
+        bw = extras.cpu.bandwidth_bytes_per_s if extras.cpu else float(
+            r.request.gpu.pcie_bandwidth_bytes_per_s_per_direction)
+        n_mean = round(decode_ctx)
+        mids = [x.context_tokens + x.output_tokens // 2 for x in requests]
+        n_q = quantile(mids, q)
+        chunk = r.max_num_batched_tokens
+        preempt = {"mode": extras.preemption, "swap_bandwidth_bytes_per_s": bw,
+                   "evicted_tokens_mean": n_mean, "evicted_tokens_at_percentile": n_q,
+                   "recompute_s_mean": float(prefill_s(sm, n_mean, chunk)),
+                   "recompute_s_at_percentile": float(prefill_s(sm, n_q, chunk)),
+                   "swap_in_s_mean": sb[n_mean] / bw, "swap_in_s_at_percentile": sb[n_q] / bw}
+        preempt["cheaper"] = ("swap" if preempt["swap_in_s_mean"] < preempt["recompute_s_mean"]
+                              else "recompute")
+    disagg = {}
+    if extras.disagg_link_bytes_per_s:
+        disagg = {"link_bandwidth_bytes_per_s": extras.disagg_link_bytes_per_s,
+                  "kv_transfer_s_mean": sum(transfer) / len(transfer),
+                  "kv_transfer_s_at_percentile": quantile(transfer, q),
+                  "prefill_instances": ev.prefill_instances,
+                  "prefill_instances_needed": ev.prefill_instances_needed,
+                  "decode_replicas": ev.replicas}
+    return replace(ev, offload=offload, preemption=preempt, disaggregated=disagg)

@@ -1,0 +1,51 @@
+"""A scenario: what ``kvplan plan`` is asked (built from a scenario YAML by
+``kvplan.loaders.scenario_yaml``). Pure data; "search" axes are lists of candidates here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .scenario_eval import Extras, Slo
+from .workload import Workload
+
+SEARCH_TP = (1, 2, 4, 8)
+SEARCH_PP = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Serving:
+    engines: tuple[str, ...] = ("vllm",)
+    tps: tuple[int, ...] = (1,)
+    pps: tuple[int, ...] = (1,)
+    kv_dtypes: tuple[str, ...] = ("auto",)
+    weight_dtype: str | None = None
+    block_size_tokens: int | None = None
+    utilization: float | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpus: tuple[str, ...]
+    gpus_per_node: int = 8
+    nodes: int | None = None  # None: search
+    price_usd_per_gpu_hour: float | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    path: str
+    name: str
+    model: str
+    hardware: Hardware
+    serving: Serving
+    workload: Workload
+    slo: Slo = field(default_factory=Slo)
+    extras: Extras = field(default_factory=Extras)
+    draft_model: str | None = None
+    speculative_tokens: int = 0
+    samples: int = 10_000
+    seed: int = 0
+    base_dir: str = "."
