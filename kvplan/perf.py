@@ -20,6 +20,7 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
 Prefill of a prompt of p tokens in chunks of ``max_num_batched_tokens``: FLOPs = 2 x active
 parameters x p + attention 2 x heads x (d_k + d_v) x p^2 / 2 per full layer (causal), (p^2 -
 max(p - W, 0)^2) / 2 for sliding ones (MLA prefills in decompressed form: d_k = nope + rope, d_v);
+after c cached tokens (a prefix-cache hit) the pairs are f(c + p) - f(c) of that f;
 time = max(FLOPs / peak, chunks x weights / bandwidth).
 """
 
@@ -147,14 +148,21 @@ def tokens_per_s(m: StepModel, batch, context):
     return batch / tpot_s(m, batch, context)
 
 
-def prefill_s(m: StepModel, prompt_tokens, chunk_tokens):
-    """Time to prefill one prompt (TTFT without queueing), all pipeline stages."""
+def _causal_pairs(x, cap):
+    """Query-key pairs of the first x positions under causal attention, each position seeing
+    at most ``cap`` keys (None: all): (x^2 - max(x - W, 0)^2) / 2."""
+    over = 0.0 if cap is None else _max(x - cap, 0)
+    return (x * x - over * over) / 2
+
+
+def prefill_s(m: StepModel, prompt_tokens, chunk_tokens, cached_tokens=0):
+    """Time to prefill one prompt (TTFT without queueing), all pipeline stages. The prompt's
+    tokens attend to ``cached_tokens`` already in the cache (a prefix-cache hit) as well."""
     attn = 0.0
     for r in m.prefill_attn_flops if m.prefill_attn_flops is not None else m.attn_flops:
-        # causal pairs per prompt token: p / 2; a window W keeps (p^2 - max(p - W, 0)^2) / 2p
-        over = 0.0 if r.cap_tokens is None else _max(prompt_tokens - r.cap_tokens, 0)
-        span = (prompt_tokens * prompt_tokens - over * over) / (2 * prompt_tokens)
-        attn = attn + r.bytes_per_token * span
+        pairs = _causal_pairs(cached_tokens + prompt_tokens, r.cap_tokens) - _causal_pairs(
+            cached_tokens, r.cap_tokens)
+        attn = attn + r.bytes_per_token * pairs / prompt_tokens
     flops = prompt_tokens * (m.flops_per_token + attn)
     chunks = -(-prompt_tokens // chunk_tokens)
     compute_s = flops / (m.flops_per_s * m.efficiency.flops)

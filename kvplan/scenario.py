@@ -74,8 +74,8 @@ def _gpu(name: str, base: Path) -> GpuSpec:
 def _rank_key(o: Outcome):
     e = o.evaluation
     tier = 0 if e.ok else 1 if e.fits and e.batch else 2
-    return (tier, e.usd_per_hour if tier == 0 else 0.0, -(e.headroom or 0.0),
-            -e.output_tokens_per_s_per_replica)
+    return (tier, e.usd_per_hour if tier == 0 else 0.0, e.gpus_needed if tier == 0 else 0,
+            -(e.headroom or 0.0), -e.output_tokens_per_s_per_replica)
 
 
 def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None = None) -> PlanReport:
@@ -134,6 +134,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                          tp=tp, pp=pp, kv_dtype=kv, context_tokens=max_len, max_model_len=max_len,
                          utilization=s.utilization, max_num_batched_tokens=s.max_num_batched_tokens,
                          max_num_seqs=s.max_num_seqs, block_size_tokens=s.block_size_tokens,
+                         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
                          shared_prefix_tokens=min(w.shared_prefix_tokens, max_len - 1), draft=draft,
                          search=False)
         try:

@@ -79,6 +79,7 @@ class Evaluation:
     prefill_instances_needed: int
     prefill_instances: int
     gpus: int
+    gpus_needed: int  # replicas (and prefill instances) needed x GPUs per replica
     nodes: int
     usd_per_hour: float
     usd_per_million_output_tokens: float | None
@@ -196,8 +197,13 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
                        f"length ({n_q:,} tokens), over the {slo.tpot_s * 1e3:g} ms limit")  # type: ignore[operator]
 
     chunk = r.max_num_batched_tokens
-    pre = _Memo(lambda p: float(prefill_s(sm, p, chunk)))
-    pre_times = [pre[prefill_tokens(x, w, block)] for x in requests]
+    pre = _Memo(lambda pc: float(prefill_s(sm, pc[0], chunk, pc[1])))
+
+    def prefill_time(x: Request) -> float:
+        p = prefill_tokens(x, w, block)
+        return pre[(p, x.context_tokens - p)]
+
+    pre_times = [prefill_time(x) for x in requests]
     mean_pre = sum(pre_times) / len(pre_times)
     sb = _seq_bytes(r)
     disagg = extras.disagg_link_bytes_per_s
@@ -263,7 +269,8 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         ttft_s=ttft, tpot_s=tpot_q, tpot_mean_s=tpot_mean, mean_prefill_s=mean_pre,
         requests_per_s_per_replica=rps, output_tokens_per_s_per_replica=out_rps,
         request_rate_per_s=rate, replicas_needed=need, replicas=replicas,
-        prefill_instances_needed=pre_need, prefill_instances=pre_inst, gpus=gpus, nodes=nodes,
+        prefill_instances_needed=pre_need, prefill_instances=pre_inst, gpus=gpus,
+        gpus_needed=want_gpus, nodes=nodes,
         usd_per_hour=hourly, usd_per_million_output_tokens=usd_out, usd_per_million_tokens=usd_all,
         usd_per_request=usd_req, headroom=headroom, kv_bytes_per_request_mean=bytes_mean,
         kv_bytes_per_request_at_percentile=sb[n_q])

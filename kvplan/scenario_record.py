@@ -34,6 +34,7 @@ def configuration(o: Outcome, rank: int) -> dict:
         "output_tokens_per_s_per_replica": e.output_tokens_per_s_per_replica,
         "request_rate_per_s": e.request_rate_per_s,
         "replicas_needed": e.replicas_needed, "replicas": e.replicas, "gpus": e.gpus,
+        "gpus_needed": e.gpus_needed,
         "nodes": e.nodes, "price_usd_per_gpu_hour": o.price_usd_per_gpu_hour,
         "usd_per_hour": e.usd_per_hour,
         "usd_per_million_output_tokens": e.usd_per_million_output_tokens,

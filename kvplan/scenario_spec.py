@@ -24,6 +24,7 @@ class Serving:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     max_model_len: int | None = None
+    kv_cache_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,7 @@ class ServingIn(_M):
     max_num_batched_tokens: Tokens | None = None
     max_num_seqs: PosInt | None = None
     max_model_len: Tokens | None = None
+    kv_cache_memory: Size | None = None  # vLLM --kv-cache-memory-bytes: a pool of exactly this size
 
 
 class WorkloadIn(_M):
@@ -367,7 +368,7 @@ def _convert(d: ScenarioIn, path: Path, trace) -> Scenario:
                       weight_dtype=s.weight_dtype, block_size_tokens=s.block_size,
                       utilization=s.gpu_memory_utilization,
                       max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs,
-                      max_model_len=s.max_model_len)
+                      max_model_len=s.max_model_len, kv_cache_memory_bytes=s.kv_cache_memory)
     h = d.hardware
     hw = Hardware(gpus=h.gpu, gpus_per_node=h.gpus_per_node,
                   nodes=None if h.nodes == "search" else h.nodes,

@@ -20,10 +20,19 @@ from .files import read_text
 NUMERIC_LOOKING = re.compile(r"^[+-]?(\d[\d_]*)?\.?\d*([eE][+-]?\d+)?$")
 
 
+class DuplicateKey(Exception):
+    def __init__(self, key: str, line: int):
+        self.key, self.line = key, line
+
+
 def _node_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
     lines = {path: node.start_mark.line + 1}
     if isinstance(node, yaml.MappingNode):
+        seen = set()
         for key, value in node.value:
+            if key.value in seen:  # PyYAML keeps the last silently; a plan must not
+                raise DuplicateKey(str(key.value), key.start_mark.line + 1)
+            seen.add(key.value)
             sub = path + (key.value,)
             lines[sub] = key.start_mark.line + 1
             lines.update(_node_lines(value, sub))
@@ -45,7 +54,11 @@ def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tupl
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise error(f"malformed YAML: {problem}", source=f"{path}{where}") from None
-    lines = _node_lines(node) if node is not None else {}
+    try:
+        lines = _node_lines(node) if node is not None else {}
+    except DuplicateKey as e:
+        raise error(f"duplicate key {e.key!r} (YAML would keep only the last one)",
+                    source=f"{path}:{e.line}") from None
 
     def locate(field_path: tuple) -> int | None:
         for n in range(len(field_path), -1, -1):
