@@ -103,6 +103,9 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     else:
         conv = f"{samples:,} conversations x {w.turns} turns = " if w.turns > 1 else ""
         note = f"{conv}{len(requests):,} requests sampled with seed {seed}"
+        dists = [w.prompt, w.output, w.thinking, w.tokens_per_turn]
+        if all(d is None or d.kind == "fixed" for d in dists):
+            note += " (every length is fixed: one request shape)"
     longest = max(x.final_tokens for x in requests)
     max_len = sc.serving.max_model_len or longest
     kept = [x for x in requests if x.final_tokens <= max_len]

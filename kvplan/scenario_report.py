@@ -61,7 +61,8 @@ def headline(rep: PlanReport) -> str:
         return "No configuration meets the workload and its SLOs."
     c, e = b.candidate, b.evaluation
     return (f"Best: {e.replicas_needed} x ({c.gpu.key}, {b.fit.layout.label}, tp {c.tp} x pp {c.pp}, "
-            f"KV {b.fit.kv_format}) = {e.gpus_needed} GPUs ({e.gpus} billed in {e.nodes} "
+            f"KV {b.fit.kv_format}) = {e.gpus_needed} GPU{'s' if e.gpus_needed > 1 else ''} "
+            f"({e.gpus} billed in {e.nodes} "
             f"node{'s' if e.nodes > 1 else ''}): "
             f"{e.batch} requests per replica, ${e.usd_per_hour:,.2f}/hour, "
             + (f"${e.usd_per_million_output_tokens:,.3f} per million output tokens, "
