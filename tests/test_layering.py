@@ -8,7 +8,9 @@ import sys
 
 HEAVY = ("torch", "pandas", "huggingface_hub", "matplotlib", "numpy")
 CORE = ("kvplan.units", "kvplan.formats", "kvplan.layers", "kvplan.model", "kvplan.parallel",
-        "kvplan.tokens", "kvplan.dtypes", "kvplan.footprint", "kvplan.engines")
+        "kvplan.tokens", "kvplan.dtypes", "kvplan.footprint", "kvplan.engines", "kvplan.fit",
+        "kvplan.perf", "kvplan.curve", "kvplan.workload", "kvplan.scenario_eval",
+        "kvplan.scenario_spec", "kvplan.svg")
 
 
 def loaded_after(code: str) -> set[str]:
@@ -31,4 +33,18 @@ def test_size_command_path_stays_light():
         "    assert run(['size', 'llama-3-70b']) == 0\n"
     )
     for banned in (*HEAVY, "pydantic", "yaml"):
+        assert banned not in mods, banned
+
+
+def test_plan_command_needs_no_pandas_numpy_or_matplotlib(tmp_path):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "chat-shared-prompt.yaml"
+    mods = loaded_after(
+        "from kvplan.cli.main import run\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert run(['plan', {str(example)!r}, '--format', 'html', '--samples', '50']) == 0\n"
+    )
+    for banned in HEAVY:
         assert banned not in mods, banned
