@@ -19,6 +19,12 @@ def contexts(max_len: int) -> list[int]:
     return xs + [max_len]
 
 
+def _sparse(xs: list[int]) -> list[float]:
+    """At most about 7 of the plotted contexts as x ticks."""
+    step = max(1, -(-len(xs) // 7))
+    return [float(x) for x in xs[::step]]
+
+
 def _label(o: Outcome) -> str:
     c = o.candidate
     return f"{c.gpu.key} tp{c.tp}x{c.pp} {o.fit.kv_format}"
@@ -28,7 +34,8 @@ def concurrency_plot(outcomes: list[Outcome], max_len: int) -> str:
     xs = contexts(max_len)
     data = [(_label(o), [(float(n), float(concurrency_at(o.fit, n))) for n in xs]) for o in outcomes]
     return line_chart("Requests the KV pool holds, by context", "context (tokens)",
-                      "concurrent requests per replica", data, logx=True, logy=True)
+                      "concurrent requests per replica", data, logx=True, logy=True,
+                      xticks=_sparse(xs))
 
 
 def cost_plot(outcomes: list[Outcome], max_len: int) -> str:
@@ -41,7 +48,8 @@ def cost_plot(outcomes: list[Outcome], max_len: int) -> str:
                    batch=max(o.evaluation.batch, 1), price_usd_per_hour=hourly)
         data.append((s.label, [(float(p.x), p.y) for p in s.points if p.y is not None]))
     return line_chart("Cost of the token at position n", "position (tokens)",
-                      "USD per million output tokens", data, logx=True, logy=False)
+                      "USD per million output tokens", data, logx=True, logy=False,
+                      xticks=_sparse(xs))
 
 
 def budget_bars(outcomes: list[Outcome]) -> str:

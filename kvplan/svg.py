@@ -7,7 +7,8 @@ import math
 from html import escape
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#7f7f7f")
-W, H, L, R, T, B = 420, 280, 64, 12, 28, 44
+W, H, L, R, T, B = 440, 280, 64, 12, 28, 44
+LEGEND_ROW = 14
 
 
 def _ticks(lo: float, hi: float, log: bool) -> list[float]:
@@ -28,7 +29,8 @@ def _label(v: float) -> str:
 
 
 def line_chart(title: str, xlabel: str, ylabel: str, series: list[tuple[str, list[tuple[float, float]]]],
-               logx: bool = True, logy: bool = False) -> str:
+               logx: bool = True, logy: bool = False, xticks: list[float] | None = None) -> str:
+    """Lines over shared axes; the legend sits under the plot, one row per series."""
     pts = [p for _, s in series for p in s if p[1] is not None and (not logy or p[1] > 0)]
     if not pts:
         return f"<svg width='{W}' height='{H}'><text x='10' y='20'>{escape(title)}: no data</text></svg>"
@@ -48,11 +50,12 @@ def line_chart(title: str, xlabel: str, ylabel: str, series: list[tuple[str, lis
         f = (math.log(v) - math.log(y0)) / (math.log(y1) - math.log(y0)) if logy else (v - y0) / (y1 - y0)
         return H - B - f * (H - T - B)
 
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' font-size='11'>",
+    total_h = H + LEGEND_ROW * len(series) + 6
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{total_h}' font-size='11'>",
            f"<text x='{W / 2}' y='16' text-anchor='middle' font-weight='bold'>{escape(title)}</text>",
            f"<line x1='{L}' y1='{H - B}' x2='{W - R}' y2='{H - B}' stroke='#444'/>",
            f"<line x1='{L}' y1='{T}' x2='{L}' y2='{H - B}' stroke='#444'/>"]
-    for t in _ticks(x0, x1, logx):
+    for t in [t for t in (xticks or _ticks(x0, x1, logx)) if x0 <= t <= x1]:
         out.append(f"<text x='{fx(t):.1f}' y='{H - B + 14}' text-anchor='middle'>{_label(t)}</text>")
     for t in _ticks(y0, y1, logy):
         out.append(f"<text x='{L - 4}' y='{fy(t) + 4:.1f}' text-anchor='end'>{t:g}</text>")
@@ -66,36 +69,43 @@ def line_chart(title: str, xlabel: str, ylabel: str, series: list[tuple[str, lis
         if good:
             path = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in good)
             out.append(f"<polyline fill='none' stroke='{c}' stroke-width='2' points='{path}'/>")
-        out.append(f"<text x='{L + 8}' y='{T + 12 + 13 * i}' fill='{c}'>{escape(name)}</text>")
+        y = H + LEGEND_ROW * i + 4
+        out.append(f"<line x1='{L}' y1='{y - 4}' x2='{L + 18}' y2='{y - 4}' stroke='{c}' stroke-width='2'/>"
+                   f"<text x='{L + 24}' y='{y}' fill='#222'>{escape(name)}</text>")
     out.append("</svg>")
     return "".join(out)
 
 
 def stacked_bars(title: str, bars: list[tuple[str, list[tuple[str, float]]]], unit: str) -> str:
-    """One horizontal bar per entry, segments left to right, all on one scale."""
-    height = T + 30 * len(bars) + 40
+    """One horizontal bar per entry, segments left to right, all on one scale; the legend
+    (segments that are non-zero somewhere) in rows under the bars."""
     total = max((sum(v for _, v in segs) for _, segs in bars), default=0) or 1
     names: list[str] = []
     for _, segs in bars:
-        names += [n for n, _ in segs if n not in names]
-    left, width = 150, W + 120 - 150 - R
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{W + 120}' height='{height}' font-size='11'>",
-           f"<text x='{(W + 120) / 2}' y='16' text-anchor='middle' font-weight='bold'>{escape(title)}</text>"]
+        names += [n for n, v in segs if v > 0 and n not in names]
+    left = 12 + 6.2 * max((len(label) for label, _ in bars), default=0)
+    width_all = 640
+    width = width_all - left - R
+    per_row = 4
+    height = T + 30 * len(bars) + 8 + LEGEND_ROW * -(-len(names) // per_row) + 8
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width_all}' height='{height:.0f}' font-size='11'>",
+           f"<text x='{width_all / 2}' y='16' text-anchor='middle' font-weight='bold'>{escape(title)}</text>"]
     for i, (label, segs) in enumerate(bars):
         y = T + 30 * i
-        out.append(f"<text x='{left - 4}' y='{y + 15}' text-anchor='end'>{escape(label)}</text>")
+        out.append(f"<text x='{left - 4:.0f}' y='{y + 15}' text-anchor='end'>{escape(label)}</text>")
         x = float(left)
         for name, v in segs:
+            if v <= 0:
+                continue
             w = v / total * width
             c = COLORS[names.index(name) % len(COLORS)]
-            out.append(f"<rect x='{x:.1f}' y='{y}' width='{max(w, 0):.1f}' height='20' fill='{c}'>"
-                       f"<title>{escape(name)}: {v:,.2f} {unit}</title></rect>")
+            out.append(f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{c}'>"
+                       f"<title>{escape(label)}: {escape(name)} {v:,.2f} {unit}</title></rect>")
             x += w
-    y = T + 30 * len(bars) + 12
-    x = float(left)
+    y0 = T + 30 * len(bars) + 8
     for i, n in enumerate(names):
+        x, y = left + (i % per_row) * 120, y0 + LEGEND_ROW * (i // per_row)
         out.append(f"<rect x='{x:.0f}' y='{y}' width='10' height='10' fill='{COLORS[i % len(COLORS)]}'/>"
                    f"<text x='{x + 13:.0f}' y='{y + 9}'>{escape(n)}</text>")
-        x += 14 + 6.5 * len(n) + 10
     out.append("</svg>")
     return "".join(out)
