@@ -88,7 +88,8 @@ def stacked_bars(title: str, bars: list[tuple[str, list[tuple[str, float]]]], un
     width = width_all - left - R
     per_row = 4
     height = T + 30 * len(bars) + 8 + LEGEND_ROW * -(-len(names) // per_row) + 8
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width_all}' height='{height:.0f}' font-size='11'>",
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width_all}' height='{height:.0f}' "
+           "font-size='11'>",
            f"<text x='{width_all / 2}' y='16' text-anchor='middle' font-weight='bold'>{escape(title)}</text>"]
     for i, (label, segs) in enumerate(bars):
         y = T + 30 * i
