@@ -386,3 +386,15 @@ def test_draft_model_joins_the_memory_plan(tmp_path):
     assert o.evaluation.memory_concurrency == fit.max_concurrency
     assert '"num_speculative_tokens":4' in o.fit.launch["vllm"]
     assert any("speed-up of speculative decoding is not modelled" in a for a in rep.assumptions)
+
+
+def test_svg_bars_are_to_scale():
+    import re
+
+    from kvplan.svg import line_chart, stacked_bars
+
+    svg = stacked_bars("t", [("x", [("a", 1.0), ("b", 3.0)]), ("y", [("a", 2.0), ("b", 0.0)])], "GiB")
+    widths = [float(w) for w in re.findall(r"<rect x='[\d.]+' y='\d+' width='([\d.]+)' height='20'", svg)]
+    assert len(widths) == 3  # the zero segment is not drawn
+    assert widths[1] == pytest.approx(3 * widths[0], rel=1e-3) and widths[2] == pytest.approx(2 * widths[0], rel=1e-3)
+    assert "no data" in line_chart("t", "x", "y", [("s", [])])
