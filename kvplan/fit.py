@@ -115,6 +115,7 @@ class FitResult:
     suggestion: tuple[int, int] | None = None
     suggestion_concurrency: int | None = None
     launch: dict[str, str] = field(default_factory=dict)
+    draft_footprint: Footprint | None = None  # the draft model's cache layers (last stage)
 
 
 def _pool_kind(cost: LayerCost) -> str:
@@ -308,23 +309,32 @@ def plan_fit(req: FitRequest) -> FitResult:
     return _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
 
 
-def _seq_bytes_on_stage(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: int,
-                        n: int | None = None) -> int:
+def stage_bytes_fn(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: int):
+    """n -> bytes one sequence of n tokens holds on one GPU of ``stage`` (block-rounded, exact
+    integer). The stage's layers are grouped once (layers repeat one LayerCost object)."""
     rng = pp_stages(fp.model.num_layers, pp)[stage]
-    n = fp.sequences[0].context_tokens if n is None else n
-    total = Fraction(0)
     costs = [c for i in rng for c in fp.layer_costs[i]]
     if draft_fp is not None and stage == pp - 1:
         costs += [c for layer in draft_fp.layer_costs for c in layer]
-    same: dict[int, list] = {}  # layers repeat one LayerCost object: count each once
+    same: dict[int, list] = {}
     for c in costs:
         same.setdefault(id(c), [c, 0])[1] += 1
-    for c, k in same.values():
-        if c.state_bytes_per_rank:
-            total += k * c.state_bytes_per_rank
-        else:
-            total += k * c.rank_bytes_for_tokens(c.held_tokens(n, fp.block_size_tokens, fp.engine))
-    return ceil_bytes(total)
+    state = sum(k * c.state_bytes_per_rank for c, k in same.values() if c.state_bytes_per_rank)
+    growing = [(c, k) for c, k in same.values() if not c.state_bytes_per_rank]
+    block, engine = fp.block_size_tokens, fp.engine
+
+    def at(n: int) -> int:
+        total = Fraction(state)
+        for c, k in growing:
+            total += k * c.rank_bytes_for_tokens(c.held_tokens(n, block, engine))
+        return ceil_bytes(total)
+    return at
+
+
+def _seq_bytes_on_stage(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: int,
+                        n: int | None = None) -> int:
+    n = fp.sequences[0].context_tokens if n is None else n
+    return stage_bytes_fn(fp, draft_fp, stage, pp)(n)
 
 
 def _prefix_bytes(costs: list[LayerCost], prefix: int, block: int) -> int:
@@ -416,7 +426,7 @@ def _conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, p
         params_total=params_total, params_active=params_active, budget=budget,
         stages=tuple(plans), kv_pool_tokens=tokens, per_sequence_bytes=seq_bytes,
         max_concurrency=conc, engine_max_concurrency=engine_conc, fits=fits, verdict=verdict,
-        notes=tuple(dict.fromkeys([*notes, *budget.notes])))
+        notes=tuple(dict.fromkeys([*notes, *budget.notes])), draft_footprint=draft_fp)
     if req.search and (req.concurrency or not fits):
         tp, pp, c = _search(req, target)
         if (tp, pp) != (0, 0):
@@ -462,20 +472,29 @@ class PoolUse:
 def pool_usage(r: FitResult, n: int, prefix_tokens: int = 0) -> list[PoolUse]:
     """Per pool (each pipeline stage; SGLang's full and sliding pools) what an ``n``-token
     sequence takes, with ``prefix_tokens`` shared (whole blocks) - the rule of ``plan_fit``."""
+    return pool_usage_fn(r, prefix_tokens)(n)
+
+
+def pool_usage_fn(r: FitResult, prefix_tokens: int = 0):
+    """``pool_usage`` as a function of n, with everything that does not depend on n (block
+    counts, cell sizes, SGLang's pool split, prefix bytes) worked out once."""
     req = r.request
-    out = []
+    block = r.block_size_tokens
     if r.layout.name == "vllm":
         cached = [p for p in r.stages if p.pool_layers]
         nb = min(p.num_blocks or 0 for p in cached)
-        for p in cached:
-            private, shared = _vllm_seq_blocks(p, r.block_size_tokens, n, prefix_tokens, r.layout)
-            out.append(PoolUse(nb, shared, private))
-        return out
+
+        def vllm_at(n: int) -> list[PoolUse]:
+            out = []
+            for p in cached:
+                private, shared = _vllm_seq_blocks(p, block, n, prefix_tokens, r.layout)
+                out.append(PoolUse(nb, shared, private))
+            return out
+        return vllm_at
     stages = pp_stages(r.footprint.model.num_layers, req.pp)
-    block = r.block_size_tokens
+    parts: list[tuple] = []  # per stage: ("split", full, swa, pre, swa cost) | ("bytes", pool, prefix, fn)
     for p in r.stages:  # the engines that pool tokens
         costs = [c for i in stages[p.stage] for c in r.footprint.layer_costs[i]]
-        seq = _seq_bytes_on_stage(r.footprint, None, p.stage, req.pp, n)
         pool = p.budget.kv_pool_bytes
         attn = [c for c in costs if not c.state_bytes_per_rank]
         swa = [c for c in attn if _pool_kind(c) == "sliding"]
@@ -485,13 +504,23 @@ def pool_usage(r: FitResult, n: int, prefix_tokens: int = 0) -> list[PoolUse]:
             cell = ceil_bytes(sum((c.rank_bytes_for_tokens(1) for c in attn), Fraction(0)))
             full_tokens, swa_tokens = sglang_pool_tokens(pool, cell, block, len(attn) - len(swa),
                                                          len(swa))
-            pre = (prefix_tokens // block) * block
-            out.append(PoolUse(full_tokens, pre, cdiv(n, block) * block - pre))
-            out.append(PoolUse(swa_tokens, 0, swa[0].held_tokens(n, block, r.layout)))
+            parts.append(("split", full_tokens, swa_tokens, (prefix_tokens // block) * block, swa[0]))
         else:
-            prefix = _prefix_bytes(costs, prefix_tokens, block)
-            out.append(PoolUse(pool, prefix, seq - prefix))
-    return out
+            parts.append(("bytes", pool, _prefix_bytes(costs, prefix_tokens, block),
+                          stage_bytes_fn(r.footprint, r.draft_footprint, p.stage, req.pp)))
+
+    def tokens_at(n: int) -> list[PoolUse]:
+        out = []
+        for part in parts:
+            if part[0] == "split":
+                _, full_tokens, swa_tokens, pre, swa_cost = part
+                out.append(PoolUse(full_tokens, pre, cdiv(n, block) * block - pre))
+                out.append(PoolUse(swa_tokens, 0, swa_cost.held_tokens(n, block, r.layout)))
+            else:
+                _, pool, prefix, fn = part
+                out.append(PoolUse(pool, prefix, fn(n) - prefix))
+        return out
+    return tokens_at
 
 
 def sequences_fitting(uses: list[PoolUse]) -> int:

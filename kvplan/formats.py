@@ -26,6 +26,7 @@ Worked numbers (head_dim 128): bf16 256 B; fp8 128 B; int4 (group 64, fp16 scale
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -42,6 +43,12 @@ ANY_GPU = ("any",)
 #: Scale / zero-point element types a parametrised format accepts, beyond the float dtypes of
 #: ``kvplan.dtypes`` (fp32, bf16, fp16, fp8 ...).
 EXTRA_SCALE_BITS = {"int8": 8, "e8m0": 8, "none": 0}
+
+
+@functools.cache
+def _bytes_per_token(fmt: KvFormat, heads: int, head_dim: int) -> Fraction:
+    count, length = fmt._vectors(heads, head_dim)
+    return count * fmt.vector_bytes(length)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,8 +86,7 @@ class KvFormat:
 
     def bytes_per_token(self, heads: int, head_dim: int) -> Fraction:
         """Bytes one (quantised) token adds for ``heads`` vectors of ``head_dim`` in one layer."""
-        count, length = self._vectors(heads, head_dim)
-        return count * self.vector_bytes(length)
+        return _bytes_per_token(self, heads, head_dim)
 
     def bytes_for_tokens(self, tokens: int, heads: int, head_dim: int) -> Fraction:
         """Bytes of ``tokens`` tokens in one layer, the full-precision residual included."""

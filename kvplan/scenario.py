@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from .errors import KvplanError
 from .fit import Draft, FitRequest, FitResult, plan_fit
@@ -56,25 +55,20 @@ class PlanReport:
     skipped: tuple[Skipped, ...]
     assumptions: tuple[str, ...]
     warnings: tuple[str, ...]
+    seed: int = 0  # the seed the lengths (or a trace's reasoning tokens) were drawn with
+    samples: int = 0  # conversations sampled (a trace: its lines)
 
     @property
     def best(self) -> Outcome | None:
         return self.outcomes[0] if self.outcomes and self.outcomes[0].evaluation.ok else None
 
 
-def _gpu(name: str, base: Path) -> GpuSpec:
-    from .hardware import load_gpu
-
-    local = base / name
-    if name.endswith((".yaml", ".yml")) and local.is_file():
-        return load_gpu(str(local))
-    return load_gpu(name)
-
-
 def _rank_key(o: Outcome):
     e = o.evaluation
-    tier = 0 if e.ok else 1 if e.fits and e.batch else 2
-    return (tier, e.usd_per_hour if tier == 0 else 0.0, e.gpus_needed if tier == 0 else 0,
+    tier = 0 if e.ok else 1 if e.fits else 2
+    ok = tier == 0
+    return (tier, e.usd_per_hour if ok else 0.0,
+            (e.usd_per_million_output_tokens or 0.0) if ok else 0.0, e.gpus_needed if ok else 0,
             -(e.headroom or 0.0), -e.output_tokens_per_s_per_replica)
 
 
@@ -122,8 +116,9 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
           "output_tokens": stats([x.output_tokens for x in kept], q),
           "final_tokens": stats([x.final_tokens for x in kept], q)}
 
-    base = Path(sc.base_dir)
-    gpus = [_gpu(g, base) for g in sc.hardware.gpus]
+    from .hardware import load_gpu
+
+    gpus = [load_gpu(g) for g in sc.hardware.gpus]
     outcomes: list[Outcome] = []
     skipped: list[Skipped] = []
     s = sc.serving
@@ -137,7 +132,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                          tp=tp, pp=pp, kv_dtype=kv, context_tokens=max_len, max_model_len=max_len,
                          utilization=s.utilization, max_num_batched_tokens=s.max_num_batched_tokens,
                          max_num_seqs=s.max_num_seqs, block_size_tokens=s.block_size_tokens,
-                         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+                         kv_cache_memory_bytes=s.kv_cache_memory_bytes, allow_emulated=s.allow_emulated,
                          shared_prefix_tokens=min(w.shared_prefix_tokens, max_len - 1), draft=draft,
                          search=False)
         try:
@@ -147,17 +142,18 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
             continue
         eff = efficiency_for(gpu, None, None)
         sm = step_model(r, eff)
-        price = sc.hardware.price_usd_per_gpu_hour or gpu.price_usd_per_gpu_hour
+        price = (sc.hardware.prices_usd_per_gpu_hour.get(gpu.key) or sc.hardware.price_usd_per_gpu_hour
+                 or gpu.price_usd_per_gpu_hour)
         fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
         ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens)
-        if ev.batch:
-            from .launch import launch_commands
+        from .launch import launch_commands
 
-            r = replace(r, launch=launch_commands(r, ev.batch))
+        r = replace(r, launch=launch_commands(r, ev.batch) if ev.batch else {})
         outcomes.append(Outcome(cand, r, sm, eff, ev, price))
     outcomes.sort(key=_rank_key)
     return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),
-                      tuple(skipped), tuple(assumptions(sc, outcomes)), tuple(warnings))
+                      tuple(skipped), tuple(assumptions(sc, outcomes)), tuple(warnings), seed,
+                      len(w.trace) if w.trace is not None else samples)
 
 
 def assumptions(sc: Scenario, outcomes: list[Outcome]) -> list[str]:

@@ -20,10 +20,10 @@ Rules (each is repeated in the report's assumptions):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from .fit import FitResult, _seq_bytes_on_stage, pool_usage
+from .fit import FitResult, pool_usage_fn, stage_bytes_fn
 from .perf import StepModel, prefill_s, tpot_s
 from .workload import Request, Workload, quantile
 
@@ -71,6 +71,7 @@ class Evaluation:
     tpot_s: float | None
     tpot_mean_s: float | None
     mean_prefill_s: float
+    prefill_share: float  # share of a colocated replica's time spent prefilling
     requests_per_s_per_replica: float
     output_tokens_per_s_per_replica: float
     request_rate_per_s: float
@@ -85,9 +86,12 @@ class Evaluation:
     usd_per_million_output_tokens: float | None
     usd_per_million_tokens: float | None
     usd_per_request: float | None
-    headroom: float | None
+    headroom: float | None  # spare capacity of the replicas needed
+    fleet_headroom: float | None  # spare capacity if every replica slot of the billed nodes serves
     kv_bytes_per_request_mean: float  # per GPU of the busiest stage, at the peak
     kv_bytes_per_request_at_percentile: int
+    time_to_first_answer_token_s: float | None = None  # reasoning workloads: TTFT + thinking x TPOT
+    usd_per_million_answer_tokens: float | None = None  # output without the reasoning tokens
     offload: dict = field(default_factory=dict)
     preemption: dict = field(default_factory=dict)
     disaggregated: dict = field(default_factory=dict)
@@ -103,12 +107,14 @@ def cached_prefix_tokens(shared: int, block: int) -> int:
 
 
 def prefill_tokens(req: Request, w: Workload, block: int) -> int:
-    """Tokens a request prefills: its new tokens plus the shared prefix's partial block; with a
-    hit rate instead, the part of shared + new tokens the cache does not serve."""
+    """Tokens a request prefills: what the prefix cache does not serve. The cache serves whole
+    blocks of the shared prefix and the earlier turns; with a hit rate instead, that share of
+    shared + new tokens. At least one token (the engine always computes the last one)."""
     if w.prefix_cache_hit_rate:
         total = req.shared_tokens + req.new_tokens
         return max(total - math.floor(w.prefix_cache_hit_rate * total), 1)
-    return req.new_tokens + req.shared_tokens - cached_prefix_tokens(req.shared_tokens, block)
+    cached = cached_prefix_tokens(req.shared_tokens + req.history_tokens, block)
+    return max(req.context_tokens - cached, 1)
 
 
 class _Memo(dict):
@@ -143,26 +149,31 @@ class _ByLength(_Memo):
 
 def _seq_bytes(r: FitResult):
     """Per-GPU bytes (busiest stage) a sequence of n tokens holds, block-rounded."""
-    return _ByLength(r, lambda n: max(_seq_bytes_on_stage(r.footprint, None, s, r.request.pp, n)
-                                      for s in range(r.request.pp)))
+    fns = [stage_bytes_fn(r.footprint, r.draft_footprint, s, r.request.pp) for s in range(r.request.pp)]
+    return _ByLength(r, lambda n: max(fn(n) for fn in fns))
 
 
-def largest_batch(sm: StepModel, limit_s: float | None, context: int, cap: int) -> int:
-    """The largest B <= cap with TPOT(B, context) <= limit (0 when even B = 1 is too slow)."""
-    if cap < 1:
-        return 0
-    if limit_s is None:
-        return cap
-    if tpot_s(sm, 1, context) > limit_s:
+def largest_batch(ok, cap: int) -> int:
+    """The largest B <= cap with ok(B) (ok holds for small B and fails from some B on);
+    0 when even B = 1 fails."""
+    if cap < 1 or not ok(1):
         return 0
     lo, hi = 1, cap
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if tpot_s(sm, mid, context) <= limit_s:
+        if ok(mid):
             lo = mid
         else:
             hi = mid - 1
     return lo
+
+
+def _slots(gpus_per_node: int, nodes: int, per_replica: int) -> int:
+    """Replicas a fleet of whole nodes holds: within a node when one fits in it (TP stays on
+    NVLink), else across nodes (pipeline stages span them)."""
+    if per_replica <= gpus_per_node:
+        return nodes * (gpus_per_node // per_replica)
+    return nodes * gpus_per_node // per_replica
 
 
 def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, slo: Slo,
@@ -170,31 +181,30 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     block, q = r.block_size_tokens, slo.percentile
     reasons: list[str] = []
     prefix = w.shared_prefix_tokens
-    finals = [x.final_tokens + lookahead for x in requests]
-    uses = _ByLength(r, lambda n: pool_usage(r, n, prefix))
-    pools = uses[finals[0]]
+    peaks = [x.peak_tokens + lookahead for x in requests]
+    uses = _ByLength(r, pool_usage_fn(r, prefix))
+    pools = uses[peaks[0]]
     totals = [Fraction(0)] * len(pools)
-    for n in finals:
+    for n in peaks:
         for i, u in enumerate(uses[n]):
             totals[i] += u.private
-    means = tuple(t / len(finals) for t in totals)
+    means = tuple(t / len(peaks) for t in totals)
     conc = min((math.floor((p.capacity - p.shared) / m) if m > 0 else 10**9)
                for p, m in zip(pools, means, strict=True))
     conc = max(conc, 0)
-    fits = r.budget.kv_pool_bytes > 0 and conc >= 1
-    if not fits:
-        reasons.append(r.verdict if not r.fits else "the pool holds no request of this mix")
+    # the engine refuses to start unless one max_model_len sequence fits (plan_fit's verdict)
+    fits = r.fits and conc >= 1
+    if not r.fits:
+        reasons.append(r.verdict)
+    elif conc < 1:
+        reasons.append("the pool holds no request of this mix")
     cap = min(conc, r.max_num_seqs)
 
     out_total = sum(x.output_tokens for x in requests)
     mean_out = out_total / len(requests)
     decode_ctx = sum(x.output_tokens * (x.context_tokens + (x.output_tokens - 1) / 2)
-                     for x in requests) / max(out_total, 1)
-    n_q = quantile(finals, q)
-    batch = largest_batch(sm, slo.tpot_s, n_q, cap) if fits else 0
-    if fits and batch == 0:
-        reasons.append(f"TPOT at batch 1 is {tpot_s(sm, 1, n_q) * 1e3:.1f} ms at the p{q:g} "
-                       f"length ({n_q:,} tokens), over the {slo.tpot_s * 1e3:g} ms limit")  # type: ignore[operator]
+                     for x in requests) / out_total
+    n_q = quantile([x.final_tokens for x in requests], q)
 
     chunk = r.max_num_batched_tokens
     pre = _Memo(lambda pc: float(prefill_s(sm, pc[0], chunk, pc[1])))
@@ -205,8 +215,30 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
 
     pre_times = [prefill_time(x) for x in requests]
     mean_pre = sum(pre_times) / len(pre_times)
-    sb = _seq_bytes(r)
     disagg = extras.disagg_link_bytes_per_s
+
+    def rps_at(b: int) -> float:
+        """Requests/s of one replica running b requests (decode only when disaggregated)."""
+        t = float(tpot_s(sm, b, decode_ctx))
+        return b / (mean_out * t) if disagg else 1 / (mean_pre + mean_out * t / b)
+
+    def prefill_share(b: int) -> float:
+        """Share of a colocated replica's time spent prefilling at saturation: every decode
+        step of the running batch waits for it, so tokens come 1 / (1 - share) slower."""
+        return 0.0 if disagg else rps_at(b) * mean_pre
+
+    def tpot_at(b: int, n) -> float:
+        return float(tpot_s(sm, b, n)) / (1 - prefill_share(b))
+
+    batch = 0
+    if fits:
+        limit = slo.tpot_s
+        batch = largest_batch(lambda b: limit is None or tpot_at(b, n_q) <= limit, cap)
+        if batch == 0:
+            reasons.append(f"TPOT at batch 1 is {tpot_at(1, n_q) * 1e3:.1f} ms at the p{q:g} "
+                           f"length ({n_q:,} tokens), over the {limit * 1e3:g} ms limit")  # type: ignore[operator]
+
+    sb = _seq_bytes(r)
     transfer = [sb[x.context_tokens] / disagg for x in requests] if disagg else None
     ttft_all = [a + b for a, b in zip(pre_times, transfer, strict=True)] if transfer else pre_times
     ttft = quantile(ttft_all, q)
@@ -215,17 +247,15 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
 
     tp_pp = r.request.tp * r.request.pp
     tpot_q = tpot_mean = None
-    rps = out_rps = 0.0
+    rps = out_rps = share = 0.0
     if batch:
-        tpot_q = float(tpot_s(sm, batch, n_q))
-        tpot_mean = float(tpot_s(sm, batch, decode_ctx))
-        if disagg:
-            rps = batch / (mean_out * tpot_mean)
-        else:
-            rps = 1 / (mean_pre + mean_out * tpot_mean / batch)
+        tpot_q = tpot_at(batch, n_q)
+        tpot_mean = tpot_at(batch, decode_ctx)
+        rps = rps_at(batch)
+        share = prefill_share(batch)
         out_rps = rps * mean_out
     if w.concurrent_requests is not None:
-        rate = (w.concurrent_requests / (mean_pre + mean_out * tpot_mean)) if tpot_mean else 0.0
+        rate = w.concurrent_requests / (mean_pre + mean_out * tpot_mean) if tpot_mean else 0.0
         need = math.ceil(w.concurrent_requests / batch) if batch else 0
     else:
         rate = w.request_rate_per_s or 0.0
@@ -234,26 +264,34 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     pre_need = max(math.ceil(rate * mean_pre - 1e-12), 1) if disagg and batch else 0
 
     meets_rate = bool(batch)
-    if tp_pp > fleet.gpus_per_node and r.request.tp > fleet.gpus_per_node:
+    if r.request.tp > fleet.gpus_per_node:
         reasons.append(f"tp {r.request.tp} spans nodes of {fleet.gpus_per_node} GPUs")
         meets_rate = False
     want_gpus = (need + pre_need) * tp_pp
-    nodes = fleet.nodes if fleet.nodes is not None else max(math.ceil(want_gpus / fleet.gpus_per_node), 1)
+    if fleet.nodes is not None:
+        nodes = fleet.nodes
+    else:
+        nodes = 1
+        while _slots(fleet.gpus_per_node, nodes, tp_pp) < need + pre_need:
+            nodes += 1
     gpus = nodes * fleet.gpus_per_node
-    slots = gpus // tp_pp
-    replicas = min(need, slots) if disagg else slots
-    pre_inst = slots - replicas if disagg else 0
-    if batch and (slots < need + pre_need):
+    slots = _slots(fleet.gpus_per_node, nodes, tp_pp)
+    if batch and slots < need + pre_need:
         reasons.append(f"needs {want_gpus} GPUs ({need + pre_need} x {tp_pp}), the fleet has {gpus}")
         meets_rate = False
-    headroom = None
+    replicas = min(need, slots) if disagg else slots
+    pre_inst = max(slots - replicas, 0) if disagg else 0
+    headroom = fleet_headroom = None
     if batch and meets_rate:
         if w.concurrent_requests is not None:
-            headroom = 1 - w.concurrent_requests / (replicas * batch)
+            headroom = 1 - w.concurrent_requests / (need * batch)
+            fleet_headroom = 1 - w.concurrent_requests / (replicas * batch)
         else:
-            headroom = 1 - rate / (replicas * rps)
+            headroom = 1 - rate / (need * rps)
+            fleet_headroom = 1 - rate / (replicas * rps)
         if disagg and mean_pre > 0:
-            headroom = min(headroom, 1 - rate * mean_pre / max(pre_inst, 1))
+            headroom = min(headroom, 1 - rate * mean_pre / pre_need)
+            fleet_headroom = min(fleet_headroom, 1 - rate * mean_pre / max(pre_inst, 1))
     hourly = gpus * fleet.price_usd_per_gpu_hour
     mean_in = sum(x.context_tokens for x in requests) / len(requests)
     usd_out = usd_all = usd_req = None
@@ -261,19 +299,25 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         usd_req = hourly / 3600 / rate
         usd_out = usd_req / mean_out * 1e6
         usd_all = usd_req / (mean_in + mean_out) * 1e6
-    bytes_mean = sum(sb[n] for n in finals) / len(finals)
+    bytes_mean = sum(sb[n] for n in peaks) / len(peaks)
     ev = Evaluation(
         fits=fits, meets_slo=fits and batch >= 1 and (slo.ttft_s is None or ttft <= slo.ttft_s),
         meets_rate=meets_rate, reasons=tuple(reasons), memory_concurrency=conc, batch=batch,
         mean_private_units=means, decode_context_tokens=decode_ctx, slo_final_tokens=n_q,
         ttft_s=ttft, tpot_s=tpot_q, tpot_mean_s=tpot_mean, mean_prefill_s=mean_pre,
-        requests_per_s_per_replica=rps, output_tokens_per_s_per_replica=out_rps,
+        prefill_share=share, requests_per_s_per_replica=rps, output_tokens_per_s_per_replica=out_rps,
         request_rate_per_s=rate, replicas_needed=need, replicas=replicas,
         prefill_instances_needed=pre_need, prefill_instances=pre_inst, gpus=gpus,
-        gpus_needed=want_gpus, nodes=nodes,
-        usd_per_hour=hourly, usd_per_million_output_tokens=usd_out, usd_per_million_tokens=usd_all,
-        usd_per_request=usd_req, headroom=headroom, kv_bytes_per_request_mean=bytes_mean,
-        kv_bytes_per_request_at_percentile=sb[n_q])
+        gpus_needed=want_gpus, nodes=nodes, usd_per_hour=hourly, usd_per_million_output_tokens=usd_out,
+        usd_per_million_tokens=usd_all, usd_per_request=usd_req, headroom=headroom,
+        fleet_headroom=fleet_headroom, kv_bytes_per_request_mean=bytes_mean,
+        kv_bytes_per_request_at_percentile=sb[quantile(peaks, q)])
+    thinking = sum(x.thinking_tokens for x in requests)
+    if thinking and batch:
+        answer = (out_total - thinking) / len(requests)
+        ev = replace(ev, time_to_first_answer_token_s=quantile(
+            [t + x.thinking_tokens * tpot_mean for t, x in zip(ttft_all, requests, strict=True)], q),  # type: ignore[operator]
+            usd_per_million_answer_tokens=usd_req / answer * 1e6 if usd_req and answer else None)
     return _with_extras(ev, r, sm, requests, extras, sb, q, decode_ctx, transfer)
 
 
@@ -286,8 +330,6 @@ def _tier(t: Tier, mean_bytes: float, at_pct_bytes: int) -> dict:
 
 def _with_extras(ev: Evaluation, r: FitResult, sm: StepModel, requests: list[Request],
                  extras: Extras, sb, q: float, decode_ctx: float, transfer) -> Evaluation:
-    from dataclasses import replace
-
     offload = {}
     mean_b, pct_b = ev.kv_bytes_per_request_mean, ev.kv_bytes_per_request_at_percentile
     for name, tier in (("cpu", extras.cpu), ("nvme", extras.nvme)):
@@ -295,8 +337,10 @@ def _with_extras(ev: Evaluation, r: FitResult, sm: StepModel, requests: list[Req
             offload[name] = _tier(tier, mean_b, pct_b)
     preempt = {}
     if extras.preemption:
+        # a CPU tier's bandwidth as the scenario gives it; else the GPU's datasheet PCIe x the
+        # link efficiency of the performance model
         bw = extras.cpu.bandwidth_bytes_per_s if extras.cpu else float(
-            r.request.gpu.pcie_bandwidth_bytes_per_s_per_direction)
+            r.request.gpu.pcie_bandwidth_bytes_per_s_per_direction) * sm.efficiency.interconnect
         n_mean = round(decode_ctx)
         mids = [x.context_tokens + x.output_tokens // 2 for x in requests]
         n_q = quantile(mids, q)

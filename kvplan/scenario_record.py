@@ -28,7 +28,8 @@ def configuration(o: Outcome, rank: int) -> dict:
         "memory_concurrency": e.memory_concurrency, "max_num_seqs": r.max_num_seqs,
         "batch": e.batch,
         "ttft_s": e.ttft_s, "tpot_s": e.tpot_s, "tpot_mean_s": e.tpot_mean_s,
-        "mean_prefill_s": e.mean_prefill_s, "decode_context_tokens": e.decode_context_tokens,
+        "mean_prefill_s": e.mean_prefill_s, "prefill_share": e.prefill_share,
+        "decode_context_tokens": e.decode_context_tokens,
         "slo_final_tokens": e.slo_final_tokens,
         "requests_per_s_per_replica": e.requests_per_s_per_replica,
         "output_tokens_per_s_per_replica": e.output_tokens_per_s_per_replica,
@@ -40,6 +41,9 @@ def configuration(o: Outcome, rank: int) -> dict:
         "usd_per_million_output_tokens": e.usd_per_million_output_tokens,
         "usd_per_million_tokens": e.usd_per_million_tokens,
         "usd_per_request": e.usd_per_request, "headroom": e.headroom,
+        "fleet_headroom": e.fleet_headroom,
+        "time_to_first_answer_token_s": e.time_to_first_answer_token_s,
+        "usd_per_million_answer_tokens": e.usd_per_million_answer_tokens,
         "kv_bytes_per_request_mean": e.kv_bytes_per_request_mean,
         "kv_bytes_per_request_at_percentile": e.kv_bytes_per_request_at_percentile,
         "memory": r.budget.memory,
@@ -62,7 +66,7 @@ def plan_record(rep: PlanReport) -> dict:
     return {
         "kvplan_plan": 1,
         "scenario": sc.path, "name": sc.name, "model": rep.model_name,
-        "seed": sc.seed if w.trace is None else None, "requests": rep.requests,
+        "seed": rep.seed, "samples": rep.samples, "requests": rep.requests,
         "sample_note": rep.sample_note, "max_model_len": rep.max_model_len,
         "excluded_requests": rep.excluded_requests,
         "workload": {

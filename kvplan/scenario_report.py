@@ -61,10 +61,11 @@ def headline(rep: PlanReport) -> str:
         return "No configuration meets the workload and its SLOs."
     c, e = b.candidate, b.evaluation
     return (f"Best: {e.replicas_needed} x ({c.gpu.key}, {b.fit.layout.label}, tp {c.tp} x pp {c.pp}, "
-            f"KV {b.fit.kv_format}) = {e.gpus_needed} GPU{'s' if e.gpus_needed > 1 else ''} "
-            f"({e.gpus} billed in {e.nodes} "
-            f"node{'s' if e.nodes > 1 else ''}): "
-            f"{e.batch} requests per replica, ${e.usd_per_hour:,.2f}/hour, "
+            f"KV {b.fit.kv_format})"
+            + (f" + {e.prefill_instances_needed} prefill instance(s)" if e.prefill_instances_needed else "")
+            + f" = {e.gpus_needed} GPU{'s' if e.gpus_needed > 1 else ''} "
+            f"({e.gpus} billed in {e.nodes} node{'s' if e.nodes > 1 else ''})"
+            + f": {e.batch} requests per replica, ${e.usd_per_hour:,.2f}/hour, "
             + (f"${e.usd_per_million_output_tokens:,.3f} per million output tokens, "
                if e.usd_per_million_output_tokens is not None else "")
             + (f"headroom {e.headroom:.0%}" if e.headroom is not None else ""))
@@ -109,8 +110,23 @@ def detail_lines(o: Outcome) -> list[str]:
     if e.batch:
         out.append(f"Per replica: {e.requests_per_s_per_replica:.3f} requests/s, "
                    f"{e.output_tokens_per_s_per_replica:,.0f} output tokens/s; mean prefill "
-                   f"{e.mean_prefill_s:.3f} s; TPOT {e.tpot_mean_s * 1e3:.1f} ms at the mean decode "  # type: ignore[operator]
-                   f"context ({e.decode_context_tokens:,.0f} tokens)")
+                   f"{e.mean_prefill_s:.3f} s ("
+                   + ("on the prefill instances" if e.disaggregated else
+                      f"{e.prefill_share:.0%} of the replica's time") + "); TPOT "
+                   f"{e.tpot_mean_s * 1e3:.1f} ms at the mean decode context "  # type: ignore[operator]
+                   f"({e.decode_context_tokens:,.0f} tokens)")
+    if e.headroom is not None:
+        out.append(f"Headroom: {e.headroom:.0%} on the {e.replicas_needed} replica(s) needed; "
+                   f"{e.fleet_headroom:.0%} if all {e.replicas} replica slot(s) of the billed "
+                   f"nodes serve")
+        if e.headroom < 0.2:
+            out.append("Busy: queueing is not modelled, and at this utilisation requests wait "
+                       "for prefill; TTFT will exceed the figure above")
+    if e.time_to_first_answer_token_s is not None:
+        out.append(f"Reasoning: first answer token after {e.time_to_first_answer_token_s:.2f} s at "
+                   "the percentile (TTFT + reasoning x TPOT)" + (
+                       f"; ${e.usd_per_million_answer_tokens:,.3f} per million answer tokens"
+                       if e.usd_per_million_answer_tokens is not None else ""))
     for name, t in e.offload.items():
         out.append(f"Offload {name}: {t['bytes'] / GiB:,.0f} GiB at "
                    f"{t['bandwidth_bytes_per_s'] / 1e9:g} GB/s "
@@ -128,11 +144,17 @@ def detail_lines(o: Outcome) -> list[str]:
                    f"(mean; {d['kv_transfer_s_at_percentile'] * 1e3:.1f} ms at the percentile) at "
                    f"{d['link_bandwidth_bytes_per_s'] / 1e9:g} GB/s; {d['prefill_instances_needed']} "
                    f"prefill instance(s) needed, {d['decode_replicas']} decode replica(s)")
+    out += [f"Note: {n}" for n in r.notes]
     return out
 
 
 def launch_line(o: Outcome) -> str:
-    return o.fit.launch.get(o.fit.layout.name, "")
+    return o.fit.launch.get(o.fit.layout.name, "") or "# no launch command: this configuration does not run"
+
+
+def skipped_line(s) -> str:
+    c = s.candidate
+    return f"{c.gpu.key} {c.engine} tp {c.tp} x pp {c.pp} {c.kv_dtype}: {s.reason}"
 
 
 def _md_table(head: list[str], body: list[list[str]]) -> list[str]:
@@ -162,8 +184,7 @@ def _tail_md(rep: PlanReport) -> list[str]:
     out = []
     if rep.skipped:
         out += ["", "## Not planned", ""]
-        out += [f"- {s.candidate.gpu.key} tp {s.candidate.tp} x pp {s.candidate.pp} "
-                f"{s.candidate.kv_dtype}: {s.reason}" for s in rep.skipped]
+        out += [f"- {skipped_line(s)}" for s in rep.skipped]
     out += ["", "## Assumptions", ""] + [f"- {a}" for a in rep.assumptions]
     if rep.warnings:
         out += ["", "## Warnings", ""] + [f"- {w}" for w in rep.warnings]
@@ -205,8 +226,7 @@ def html_report(rep: PlanReport) -> str:
                      + f"</ul><pre>{e(launch_line(top))}</pre>")
     if rep.skipped:
         parts.append("<h2>Not planned</h2><ul>" + "".join(
-            f"<li>{e(s.candidate.gpu.key)} tp {s.candidate.tp} x pp {s.candidate.pp} "
-            f"{e(s.candidate.kv_dtype)}: {e(s.reason)}</li>" for s in rep.skipped) + "</ul>")
+            f"<li>{e(skipped_line(s))}</li>" for s in rep.skipped) + "</ul>")
     parts.append("<h2>Assumptions</h2><ul>" + "".join(f"<li>{e(a)}</li>" for a in rep.assumptions)
                  + "</ul>")
     if rep.warnings:

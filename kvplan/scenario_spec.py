@@ -25,14 +25,16 @@ class Serving:
     max_num_seqs: int | None = None
     max_model_len: int | None = None
     kv_cache_memory_bytes: int | None = None
+    allow_emulated: bool = False
 
 
 @dataclass(frozen=True)
 class Hardware:
-    gpus: tuple[str, ...]
+    gpus: tuple[str, ...]  # GPU keys, or absolute paths of spec YAMLs
     gpus_per_node: int = 8
     nodes: int | None = None  # None: search
-    price_usd_per_gpu_hour: float | None = None
+    price_usd_per_gpu_hour: float | None = None  # one price for every GPU
+    prices_usd_per_gpu_hour: dict[str, float] = field(default_factory=dict)  # by GPU key
 
 
 @dataclass(frozen=True)

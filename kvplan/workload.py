@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from fractions import Fraction
 from statistics import NormalDist
 
 KINDS = ("fixed", "uniform", "normal", "lognormal")
@@ -73,6 +74,7 @@ class Request:
     new_tokens: int  # this turn's prompt (and images) to prefill
     output_tokens: int  # generated: reasoning + visible output
     turn: int = 1
+    thinking_tokens: int = 0  # of output_tokens, the reasoning ones
 
     @property
     def context_tokens(self) -> int:
@@ -81,8 +83,14 @@ class Request:
 
     @property
     def final_tokens(self) -> int:
-        """Tokens in the cache when the request ends (its peak)."""
+        """Prompt plus generated tokens: the length max_model_len must admit."""
         return self.context_tokens + self.output_tokens
+
+    @property
+    def peak_tokens(self) -> int:
+        """Tokens the cache holds at the request's last step: the last generated token is
+        never fed back, so its KV is never written."""
+        return self.context_tokens + self.output_tokens - 1
 
 
 @dataclass(frozen=True)
@@ -111,7 +119,8 @@ def _conversation(w: Workload, prompt: int, outputs: list[int], thinking: list[i
         if k:
             history += new + outputs[k - 1]
             new = added[k]
-        out.append(Request(w.shared_prefix_tokens, history, new, thinking[k] + outputs[k], k + 1))
+        out.append(Request(w.shared_prefix_tokens, history, new, thinking[k] + outputs[k], k + 1,
+                           thinking[k]))
     return out
 
 
@@ -137,9 +146,10 @@ def sample(w: Workload, conversations: int, seed: int) -> list[Request]:
 
 
 def quantile(values: list[int] | list[float], q: float):
-    """Nearest-rank percentile: the ceil(q/100 x N)-th smallest value (q in (0, 100])."""
+    """Nearest-rank percentile: the ceil(q/100 x N)-th smallest value (q in (0, 100]),
+    computed exactly (99.9 / 100 x 1000 is 999, not 999.0000000000001)."""
     s = sorted(values)
-    k = max(math.ceil(q / 100 * len(s)), 1)
+    k = max(math.ceil(Fraction(str(q)) * len(s) / 100), 1)
     return s[k - 1]
 
 

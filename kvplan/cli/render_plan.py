@@ -6,7 +6,16 @@ from rich import box
 from rich.table import Table
 
 from ..scenario import PlanReport
-from ..scenario_report import detail_lines, headers, headline, launch_line, rows, status, workload_lines
+from ..scenario_report import (
+    detail_lines,
+    headers,
+    headline,
+    launch_line,
+    rows,
+    skipped_line,
+    status,
+    workload_lines,
+)
 from .render import console
 
 
@@ -39,8 +48,7 @@ def render_plan(rep: PlanReport) -> None:
             out.print(f"  why not: {reason}")
         out.print(launch_line(top), soft_wrap=True)
     for s in rep.skipped:
-        c = s.candidate
-        out.print(f"not planned: {c.gpu.key} tp {c.tp} x pp {c.pp} {c.kv_dtype}: {s.reason}", style="dim")
+        out.print(f"not planned: {skipped_line(s)}", style="dim")
     out.print("Assumptions:")
     for a in rep.assumptions:
         out.print(f"  - {a}", style="dim")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import typing
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -41,6 +42,28 @@ def _tokens(v: Any) -> int:
     return n
 
 
+def _positive_tokens(v: Any) -> int:
+    n = _tokens(v)
+    if n < 1:
+        raise ValueError(f"must be at least 1, got {n}")
+    return n
+
+
+def _real(v: Any) -> float:
+    """A number (not a YAML boolean such as yes/on/true, which pydantic would take as 1)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"expected a number (got {v!r})")
+    return float(v)
+
+
+def _nodes(v: Any) -> int | None:
+    if v == "search":
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"expected a positive number of nodes or \"search\" (got {v!r})")
+    return v
+
+
 def _size(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise ValueError("expected a size such as 512GiB, 4TB or a byte count")
@@ -65,9 +88,19 @@ def _bandwidth(v: Any) -> float:
 PCT = re.compile(r"^p(\d+(?:\.\d+)?)$")
 
 
+def _length(v: Any) -> Dist:
+    """A prompt or output length: every draw at least 1 token."""
+    d = _dist(v)
+    if d.kind in ("fixed", "uniform") and d.a < 1:
+        raise ValueError(f"lengths are at least 1 token (got {int(d.a)})")
+    return replace(d, lo=max(d.lo, 1))
+
+
 def _dist(v: Any) -> Dist:
     """4096 | 32k | {fixed: N} | {uniform: {min, max}} | {normal: {mean, std}} |
     {lognormal: {p50: A, p95: B}}, with optional ``min`` / ``max`` clips beside the kind."""
+    if v is None:
+        raise ValueError("expected a length or a distribution")
     if not isinstance(v, dict):
         return fixed(_tokens(v))
     kinds = [k for k in v if k in KINDS]
@@ -169,12 +202,16 @@ def _names(v: Any) -> tuple[str, ...]:
 
 
 Tokens = Annotated[int, BeforeValidator(_tokens)]
+PosTokens = Annotated[int, BeforeValidator(_positive_tokens)]
+LengthIn = Annotated[Any, BeforeValidator(_length)]
+Real = BeforeValidator(_real)
 Size = Annotated[int, BeforeValidator(_size)]
 Bandwidth = Annotated[float, BeforeValidator(_bandwidth)]
 DistIn = Annotated[Any, BeforeValidator(_dist)]
 Names = Annotated[Any, BeforeValidator(_names)]
 PosInt = Annotated[int, Field(strict=True, gt=0)]
-Fraction01 = Annotated[float, Field(gt=0, le=1)]
+Fraction01 = Annotated[float, Real, Field(gt=0, le=1)]
+PosReal = Annotated[float, Real, Field(gt=0, allow_inf_nan=False)]
 
 
 class _M(BaseModel):
@@ -189,8 +226,8 @@ class DraftIn(_M):
 class HardwareIn(_M):
     gpu: Names
     gpus_per_node: PosInt = 8
-    nodes: PosInt | Literal["search"] = "search"
-    price_usd_per_gpu_hour: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    nodes: Annotated[Any, BeforeValidator(_nodes)] = None
+    price_usd_per_gpu_hour: PosReal | dict[str, PosReal] | None = None
 
 
 class ServingIn(_M):
@@ -201,31 +238,32 @@ class ServingIn(_M):
     weight_dtype: str | None = None
     block_size: PosInt | None = None
     gpu_memory_utilization: Fraction01 | None = None
-    max_num_batched_tokens: Tokens | None = None
+    max_num_batched_tokens: PosTokens | None = None
     max_num_seqs: PosInt | None = None
-    max_model_len: Tokens | None = None
+    max_model_len: PosTokens | None = None
+    allow_emulated: Annotated[bool, Field(strict=True)] = False
     kv_cache_memory: Size | None = None  # vLLM --kv-cache-memory-bytes: a pool of exactly this size
 
 
 class WorkloadIn(_M):
-    request_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    request_rate: PosReal | None = None
     concurrent_requests: PosInt | None = None
-    prompt_tokens: DistIn | None = None
-    output_tokens: DistIn | None = None
+    prompt_tokens: LengthIn | None = None
+    output_tokens: LengthIn | None = None
     trace: str | None = None
     shared_prefix_tokens: Tokens = 0
-    prefix_cache_hit_rate: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    prefix_cache_hit_rate: Annotated[float, Real, Field(ge=0, lt=1)] = 0.0
     turns: PosInt = 1
-    tokens_per_turn: DistIn | None = None
+    tokens_per_turn: LengthIn | None = None
     thinking_tokens: DistIn | None = None
     images_per_request: Annotated[int, Field(strict=True, ge=0)] = 0
     tokens_per_image: Annotated[int, Field(strict=True, ge=0)] = 0
 
 
 class SloIn(_M):
-    ttft_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    tpot_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    percentile: Annotated[float, Field(gt=0, le=100)] = 95.0
+    ttft_ms: PosReal | None = None
+    tpot_ms: PosReal | None = None
+    percentile: Annotated[float, Real, Field(gt=0, le=100)] = 95.0
 
 
 class TierIn(_M):
@@ -295,6 +333,7 @@ def _cross_checks(raw: dict, locate, path: Path) -> list[str]:
 
     w = raw.get("workload")
     if isinstance(w, dict):
+        w = {k: v for k, v in w.items() if v is not None}  # an explicit null is no value
         rate, conc = "request_rate" in w, "concurrent_requests" in w
         if rate == conc:
             add(("workload",), "give exactly one of request_rate (requests/s) or concurrent_requests")
@@ -313,8 +352,15 @@ def _cross_checks(raw: dict, locate, path: Path) -> list[str]:
                 "prefix_cache_hit_rate, not both (the hit rate is the alternative)")
         if "tokens_per_turn" in w and w.get("turns", 1) == 1:
             add(("workload", "tokens_per_turn"), "needs turns > 1")
+        if w.get("turns", 1) != 1 and "tokens_per_turn" not in w:
+            add(("workload", "tokens_per_turn"), "turns > 1 need the user tokens each later turn adds")
         if w.get("images_per_request") and not w.get("tokens_per_image"):
             add(("workload", "tokens_per_image"), "images_per_request needs tokens_per_image")
+    h: dict = raw["hardware"] if isinstance(raw.get("hardware"), dict) else {}
+    gpus = h.get("gpu")
+    if isinstance(h.get("price_usd_per_gpu_hour"), (int, float)) and isinstance(gpus, list) and len(gpus) > 1:
+        add(("hardware", "price_usd_per_gpu_hour"), "one price for several GPUs: give one per GPU, "
+            "e.g. {h100: 2.5, l4: 0.8}")
     s = raw.get("slo")
     if isinstance(s, dict) and "ttft_ms" not in s and "tpot_ms" not in s:
         add(("slo",), "give ttft_ms and/or tpot_ms (or leave slo out)")
@@ -344,9 +390,96 @@ def load_scenario(path: Path) -> Scenario:
             problems += e.problems
         except InputError as e:  # an unreadable trace
             problems.append(f"{path}:{locate(('workload', 'trace'))}: workload.trace: {e}")
+    names: dict[str, Any] = {}
+    if doc is not None:
+        problems += _check_names(doc, path, locate, names)
     if problems or doc is None:
         raise ScenarioError(sorted(problems, key=_line_of))
-    return _convert(doc, path, trace)
+    return _convert(doc, path, trace, names)
+
+
+def _local(name: str, base: Path) -> str:
+    """A path written relative to the scenario file, made absolute; names stay names."""
+    p = base / Path(name).expanduser()
+    return str(p.resolve()) if p.exists() else name
+
+
+def _check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> list[str]:
+    """Engines, KV formats, weight dtype, GPUs and models resolve now, so a typo is one line
+    at its key like any other problem (Hub models are fetched when planned)."""
+    from ..engines import get_engine
+    from ..errors import KvplanError
+    from ..formats import parse_format
+    from ..hardware import load_gpu
+    from ..resolve import HUB_ID, load_model
+    from .quant_config import CLI_FORMATS
+
+    out: list[str] = []
+    base = path.parent
+
+    def add(loc: tuple, msg: str) -> None:
+        line = locate(loc)
+        out.append(f"{path}:{line}: {dotted(loc)}: {msg}" if line else f"{path}: {dotted(loc)}: {msg}")
+
+    for e in doc.serving.engine:
+        try:
+            get_engine(e)
+        except KvplanError as err:
+            add(("serving", "engine"), err.detail)
+    for kv in doc.serving.kv_dtype:
+        if kv.strip().lower() != "auto":
+            try:
+                parse_format(kv)
+            except KvplanError as err:
+                add(("serving", "kv_dtype"), err.detail)
+    wd = doc.serving.weight_dtype
+    if wd is not None:
+        key = wd.strip().lower().replace("-", "_")
+        key = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8_e4m3": "fp8",
+               "int4_awq": "awq", "int4_gptq": "gptq", "bnb_nf4": "nf4"}.get(key, key)
+        if key not in CLI_FORMATS:
+            add(("serving", "weight_dtype"), f"unknown weight dtype {wd!r}; use {', '.join(CLI_FORMATS)}")
+    gpus = []
+    for g in doc.hardware.gpu:
+        g2 = _local(g, base) if g.endswith((".yaml", ".yml")) else g
+        try:
+            gpus.append(load_gpu(g2).key if g2 == g else g2)
+        except KvplanError as err:
+            add(("hardware", "gpu"), err.detail)
+    names["gpus"] = tuple(gpus)
+    price = doc.hardware.price_usd_per_gpu_hour
+    if isinstance(price, dict):
+        keys = {}
+        for k in price:
+            try:
+                keys[load_gpu(k).key] = price[k]
+            except KvplanError as err:
+                add(("hardware", "price_usd_per_gpu_hour", k), err.detail)
+        resolved = set()
+        for g in gpus:
+            try:
+                resolved.add(load_gpu(g).key)
+            except KvplanError:
+                pass
+        for missing in sorted(resolved - set(keys)):
+            add(("hardware", "price_usd_per_gpu_hour"), f"no price for {missing}")
+        names["prices"] = keys
+    draft = doc.draft_model.model if doc.draft_model else None
+    for key, value in (("model", doc.model), ("draft_model", draft)):
+        if value is None:
+            continue
+        v = _local(value, base)
+        names[key] = v
+        if v == value and HUB_ID.match(value) and not Path(value).exists():
+            from ..builtins import find
+
+            if find(value) is None:
+                continue  # a Hub id: fetched (or found in the cache) when planned
+        try:
+            load_model(v)
+        except KvplanError as err:
+            add((key,) if key == "model" else (key, "model"), err.detail)
+    return out
 
 
 def _line_of(problem: str) -> tuple[str, int]:
@@ -354,7 +487,7 @@ def _line_of(problem: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (problem.split(":")[0], 0)
 
 
-def _convert(d: ScenarioIn, path: Path, trace) -> Scenario:
+def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenario:
     w = d.workload
     wl = Workload(
         prompt=w.prompt_tokens, output=w.output_tokens, trace=trace,
@@ -368,11 +501,13 @@ def _convert(d: ScenarioIn, path: Path, trace) -> Scenario:
                       weight_dtype=s.weight_dtype, block_size_tokens=s.block_size,
                       utilization=s.gpu_memory_utilization,
                       max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs,
-                      max_model_len=s.max_model_len, kv_cache_memory_bytes=s.kv_cache_memory)
+                      max_model_len=s.max_model_len, kv_cache_memory_bytes=s.kv_cache_memory,
+                      allow_emulated=s.allow_emulated)
     h = d.hardware
-    hw = Hardware(gpus=h.gpu, gpus_per_node=h.gpus_per_node,
-                  nodes=None if h.nodes == "search" else h.nodes,
-                  price_usd_per_gpu_hour=h.price_usd_per_gpu_hour)
+    price = h.price_usd_per_gpu_hour
+    hw = Hardware(gpus=names["gpus"], gpus_per_node=h.gpus_per_node, nodes=h.nodes,
+                  price_usd_per_gpu_hour=price if not isinstance(price, dict) else None,
+                  prices_usd_per_gpu_hour=names.get("prices", {}))
     slo = Slo(ttft_s=d.slo.ttft_ms / 1e3 if d.slo.ttft_ms else None,
               tpot_s=d.slo.tpot_ms / 1e3 if d.slo.tpot_ms else None, percentile=d.slo.percentile)
     off = d.offload or OffloadIn()
@@ -384,8 +519,8 @@ def _convert(d: ScenarioIn, path: Path, trace) -> Scenario:
                     preemption=d.preemption.mode if d.preemption else None,
                     disagg_link_bytes_per_s=d.disaggregated.link_bandwidth if d.disaggregated else None)
     return Scenario(
-        path=str(path), name=d.name or path.stem, model=d.model, hardware=hw, serving=serving,
+        path=str(path), name=d.name or path.stem, model=names["model"], hardware=hw, serving=serving,
         workload=wl, slo=slo, extras=extras,
-        draft_model=d.draft_model.model if d.draft_model else None,
+        draft_model=names.get("draft_model"),
         speculative_tokens=d.draft_model.speculative_tokens if d.draft_model else 0,
         samples=d.samples, seed=d.seed, base_dir=str(path.parent))
