@@ -27,17 +27,34 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False, flag: st
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
         if force:
             os.replace(tmp, path)
         else:
-            try:
-                os.link(tmp, path)  # fails rather than overwrite if the name appeared meanwhile
-            except FileExistsError:
-                raise InputError(f"{path} exists; pass --force to overwrite it", field=flag) from None
-            os.unlink(tmp)
+            _publish_new(tmp, path, flag)
     except OSError as e:
         raise InputError(f"cannot write {path}: {e.strerror}", field=flag) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _publish_new(tmp: str, path: Path, flag: str) -> None:
+    """Move ``tmp`` to ``path`` only if ``path`` does not exist: a hard link fails rather than
+    overwrite; where the file system has no hard links, claim the name with O_EXCL first."""
+    exists = InputError(f"{path} exists; pass --force to overwrite it", field=flag)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise exists from None
+    except OSError:
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            raise exists from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)

@@ -159,18 +159,30 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
 def assumptions(sc: Scenario, outcomes: list[Outcome]) -> list[str]:
     w, q = sc.workload, sc.slo.percentile
     out = [
-        "Memory: each request counts at its peak (prompt, images, reasoning and output all "
-        "cached), rounded up to whole KV blocks; the pool holds floor((pool - shared prefix) / "
-        "mean per-request blocks) requests, capped by max_num_seqs.",
+        "Memory: each request counts at its peak (prompt, images, reasoning and output cached; "
+        "the last generated token is never written), rounded up to whole KV blocks; the pool holds "
+        "floor((pool - shared prefix) / mean per-request blocks) requests, capped by max_num_seqs. "
+        "A configuration fits only if one max_model_len request fits too (the engine checks that "
+        "at start-up).",
         f"SLO batch: the largest running batch whose TPOT at the p{q:g} final length stays within "
-        "the TPOT limit; TTFT p{q:g} is that percentile of the requests' prefill times, without "
-        "queueing.".replace("{q:g}", f"{q:g}"),
+        "the TPOT limit. Colocated, every decode step also waits for the prefills: TPOT = decode "
+        "step / (1 - share of the replica's time spent prefilling). TTFT p{q:g} is that "
+        "percentile of the requests' prefill times, without queueing.".replace("{q:g}", f"{q:g}"),
         "Decode runs at the token-weighted mean context of the decode steps; a replica serves "
-        "1 / (mean prefill time + mean output tokens x TPOT / batch) requests per second.",
+        "1 / (mean prefill time + mean output tokens x decode step / batch) requests per second.",
         "Roofline: decode step = max(bytes / (HBM x efficiency), FLOPs / (peak x efficiency)) + "
-        "tensor-parallel all-reduces; prefill in chunks of max_num_batched_tokens (see docs/perf.md).",
-        "The fleet is whole nodes and every GPU in it is billed; $/token is at the demanded rate.",
+        "tensor-parallel all-reduces; prefill in chunks of max_num_batched_tokens, attending to "
+        "cached tokens too (see docs/perf.md).",
+        "The fleet is whole nodes and every GPU in it is billed; $/token is at the demanded rate. "
+        "Headroom is the spare capacity of the replicas needed; fleet headroom counts every "
+        "replica slot of the billed nodes.",
     ]
+    if any(o.candidate.pp > 1 for o in outcomes):
+        out.append("Pipeline parallelism: no micro-batch overlap (TPOT = pp x the stage's step), "
+                   "so PP > 1 throughput is a lower bound.")
+    if sc.extras.cpu or sc.extras.nvme:
+        out.append("Offload tiers are per GPU: each GPU swaps its own shard of a request, at the "
+                   "bandwidth the scenario gives (give what the link achieves).")
     if w.shared_prefix_tokens:
         out.append(f"The {w.shared_prefix_tokens:,}-token shared prefix is held once (whole blocks) "
                    "and served from the prefix cache: prefill skips its whole blocks.")

@@ -4,7 +4,7 @@ position (``kvplan.curve``), and each GPU's memory budget as a stacked bar. Pure
 from __future__ import annotations
 
 from .curve import series
-from .fit import concurrency_at
+from .fit import pool_usage_fn, sequences_fitting
 from .scenario import Outcome
 from .svg import line_chart, stacked_bars
 from .units import GiB
@@ -30,9 +30,13 @@ def _label(o: Outcome) -> str:
     return f"{c.gpu.key} tp{c.tp}x{c.pp} {o.fit.kv_format}"
 
 
-def concurrency_plot(outcomes: list[Outcome], max_len: int) -> str:
+def concurrency_plot(outcomes: list[Outcome], max_len: int, prefix_tokens: int = 0) -> str:
     xs = contexts(max_len)
-    data = [(_label(o), [(float(n), float(concurrency_at(o.fit, n))) for n in xs]) for o in outcomes]
+    data = []
+    for o in outcomes:  # with the scenario's shared prefix, as the table counts them
+        use = pool_usage_fn(o.fit, prefix_tokens)
+        data.append((_label(o), [(float(n), float(sequences_fitting(use(n)))) for n in xs
+                                 if n > prefix_tokens]))
     return line_chart("Requests the KV pool holds, by context", "context (tokens)",
                       "concurrent requests per replica", data, logx=True, logy=True,
                       xticks=_sparse(xs))

@@ -215,7 +215,8 @@ def html_report(rep: PlanReport) -> str:
     fitting = [o for o in rep.outcomes if o.evaluation.fits][:3]
     if fitting:
         parts.append("<h2>Plots (the best configurations that fit)</h2><div class='plots'>")
-        parts += [concurrency_plot(fitting, rep.max_model_len), cost_plot(fitting, rep.max_model_len),
+        parts += [concurrency_plot(fitting, rep.max_model_len, rep.scenario.workload.shared_prefix_tokens),
+                  cost_plot(fitting, rep.max_model_len),
                   budget_bars(fitting)]
         parts.append("</div>")
     top = rep.outcomes[0] if rep.outcomes else None

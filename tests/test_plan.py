@@ -396,5 +396,124 @@ def test_svg_bars_are_to_scale():
     svg = stacked_bars("t", [("x", [("a", 1.0), ("b", 3.0)]), ("y", [("a", 2.0), ("b", 0.0)])], "GiB")
     widths = [float(w) for w in re.findall(r"<rect x='[\d.]+' y='\d+' width='([\d.]+)' height='20'", svg)]
     assert len(widths) == 3  # the zero segment is not drawn
-    assert widths[1] == pytest.approx(3 * widths[0], rel=1e-3) and widths[2] == pytest.approx(2 * widths[0], rel=1e-3)
+    assert widths[1] == pytest.approx(3 * widths[0], rel=1e-3)
+    assert widths[2] == pytest.approx(2 * widths[0], rel=1e-3)
     assert "no data" in line_chart("t", "x", "y", [("s", [])])
+
+
+# ---- review fixes -----------------------------------------------------------------------
+
+
+def test_names_are_checked_at_load_with_their_lines(tmp_path, capsys):
+    text = (BASE.replace("llama-3.1-8b", "llama-3.1-8c").replace("gpu: h100", "gpu: [h100, h1000]")
+            .replace("tp: 1", "tp: 1\n  engine: vlm\n  weight_dtype: fp7")
+            .replace("kv_dtype: fp8", "kv_dtype: fp9"))
+    err = fail(["plan", str(write(tmp_path, text))], capsys)
+    lines = err.strip().splitlines()
+    for line_no, field, msg in ((":2:", "model", "unknown model 'llama-3.1-8c'"),
+                                (":4:", "hardware.gpu", "unknown GPU 'h1000'"),
+                                (":9:", "serving.engine", "unknown engine 'vlm'"),
+                                (":10:", "serving.weight_dtype", "unknown weight dtype 'fp7'"),
+                                (":11:", "serving.kv_dtype", "unknown KV format 'fp9'")):
+        assert any(line_no in x and field in x and msg in x for x in lines), (field, lines)
+    assert "--gpu" not in err and "--engine" not in err and len(lines) == 5
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda t: t.replace("request_rate: 5", "request_rate: true"), "expected a number"),
+    (lambda t: t.replace("tpot_ms: 50", "tpot_ms: 50\n  percentile: yes"), "expected a number"),
+    (lambda t: t.replace("prompt_tokens: 2000", "prompt_tokens: 0"), "at least 1 token"),
+    (lambda t: t.replace("prompt_tokens: 2000", "prompt_tokens: null"), "prompt_tokens: missing"),
+    (lambda t: t.replace("output_tokens: 200", "output_tokens: {uniform: {min: 0, max: 9}}"),
+     "at least 1 token"),
+    (lambda t: t.replace("output_tokens: 200", "output_tokens: 200\n  turns: 3"),
+     "tokens_per_turn: turns > 1 need"),
+    (lambda t: t.replace("kv_dtype: fp8", "kv_dtype: fp8\n  max_model_len: 0"), "at least 1"),
+    (lambda t: t.replace("gpu: h100", "gpu: [h100, l4]\n  price_usd_per_gpu_hour: 2"), "one per GPU"),
+    (lambda t: t.replace("gpu: h100", "gpu: [h100, l4]\n  price_usd_per_gpu_hour: {h100: 2}"),
+     "no price for l4"),
+])
+def test_more_bad_values(tmp_path, capsys, edit, needle):
+    err = fail(["plan", str(write(tmp_path, edit(BASE)))], capsys)
+    assert needle in err
+
+
+def test_nodes_zero_is_one_line(tmp_path, capsys):
+    err = fail(["plan", str(write(tmp_path, BASE.replace("nodes: 1", "nodes: 0")))], capsys)
+    assert len(err.strip().splitlines()) == 1 and "hardware.nodes" in err and "search" in err
+
+
+def test_every_duplicate_key_is_reported(tmp_path, capsys):
+    text = BASE.replace("nodes: 1", "nodes: 1\n  nodes: 2").replace("tp: 1", "tp: 1\n  tp: 2")
+    err = fail(["plan", str(write(tmp_path, text))], capsys)
+    lines = err.strip().splitlines()
+    assert len(lines) == 2
+    assert ":7: duplicate key 'nodes'" in lines[0] and ":10: duplicate key 'tp'" in lines[1]
+
+
+def test_a_price_per_gpu(tmp_path):
+    text = BASE.replace("gpu: h100", "gpu: [h100, l40s]\n  price_usd_per_gpu_hour: {h100: 2.0, l40s: 0.5}")
+    rep = run_scenario(load_scenario(write(tmp_path, text)), samples=10)
+    prices = {o.candidate.gpu.key: o.evaluation.usd_per_hour for o in rep.outcomes}
+    assert prices == {"h100-sxm": 16.0, "l40s": 4.0}
+
+
+def test_max_model_len_that_does_not_fit_is_not_ok(tmp_path):
+    """vLLM refuses to start when one max_model_len sequence does not fit the pool."""
+    text = BASE.replace("gpu: h100", "gpu: l4").replace("kv_dtype: fp8",
+                                                        "kv_dtype: fp8\n  max_model_len: 128k")
+    rep = run_scenario(load_scenario(write(tmp_path, text)), samples=10)
+    e = rep.outcomes[0].evaluation
+    assert not rep.outcomes[0].fit.fits and not e.fits and e.memory_concurrency > 1
+    assert e.reasons[0].startswith("does not fit") and rep.best is None
+    assert rep.outcomes[0].fit.launch == {}
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_draft_kv_counts_on_token_engines(tmp_path, engine):
+    from kvplan.fit import Draft, FitRequest, plan_fit
+    from kvplan.hardware import load_gpu
+    from kvplan.loaders.hf_params import weight_inventory
+    from kvplan.loaders.quant_config import weight_format
+    from kvplan.resolve import load_model
+
+    text = BASE.replace("tp: 1", f"tp: 1\n  engine: {engine}") + \
+        "draft_model: {model: llama-3.2-1b, speculative_tokens: 4}\n"
+    rep = run_scenario(load_scenario(write(tmp_path, text)), samples=10)
+    m, d = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
+    fit = plan_fit(FitRequest(
+        model=m, weights=weight_inventory(m), weight_format=weight_format(m, None), gpu=load_gpu("h100"),
+        engine=engine, kv_dtype="fp8", context_tokens=2199, search=False,
+        draft=Draft(d, weight_inventory(d), weight_format(d, None), 4)))
+    # the peak of a 2,000 + 200 request is 2,199 written tokens (+ 4 lookahead, as plan_fit adds)
+    assert rep.outcomes[0].evaluation.memory_concurrency == fit.max_concurrency
+
+
+def test_model_and_trace_paths_are_relative_to_the_scenario(tmp_path, monkeypatch):
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "configs"
+    src = next(p for p in fixtures.iterdir() if "llama" in p.name.lower())
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "config.json").write_bytes((src / "config.json" if src.is_dir() else src).read_bytes())
+    p = write(tmp_path, BASE.replace("model: llama-3.1-8b", "model: cfg/config.json"))
+    monkeypatch.chdir("/")
+    rep = run_scenario(load_scenario(p), samples=10)
+    assert rep.outcomes and str(cfg / "config.json") == rep.scenario.model
+
+
+def test_written_files_are_ordinary_files(tmp_path):
+    import os
+    import stat
+
+    out = tmp_path / "r.md"
+    old = os.umask(0o022)
+    try:
+        assert run(["plan", str(EXAMPLES / "chat-shared-prompt.yaml"), "-f", "markdown", "-o", str(out)]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_percentile_is_exact():
+    assert quantile(list(range(1, 1001)), 99.9) == 999
+    assert quantile(list(range(1, 10_001)), 99.9) == 9990

@@ -23,7 +23,7 @@ FORMATS = ("terminal", "markdown", "json", "html")
 def plan(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML (see `kvplan init`).")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="terminal (default), markdown, json "
-                                     "or html.")] = "terminal",
+                                     "or html (terminal with --output writes markdown).")] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to FILE "
                                                 "(atomically; never over a file without --force).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --output if it exists.")] = False,
@@ -97,5 +97,5 @@ def init(
     if str(path) == "-":
         typer.echo(text, nl=False)
         return
-    write_atomic(path, text, force=force)
+    write_atomic(path, text, force=force, flag="PATH")
     typer.echo(f"kvplan: wrote {path}; run `kvplan plan {path}`", err=True)

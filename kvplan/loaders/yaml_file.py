@@ -20,25 +20,22 @@ from .files import read_text
 NUMERIC_LOOKING = re.compile(r"^[+-]?(\d[\d_]*)?\.?\d*([eE][+-]?\d+)?$")
 
 
-class DuplicateKey(Exception):
-    def __init__(self, key: str, line: int):
-        self.key, self.line = key, line
-
-
-def _node_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
+def _node_lines(node: yaml.Node, path: tuple = (), dups: list | None = None) -> dict[tuple, int]:
+    """Field path -> line; a key repeated in one mapping goes to ``dups`` as (key, line)
+    (PyYAML keeps the last one silently; a plan must not)."""
     lines = {path: node.start_mark.line + 1}
     if isinstance(node, yaml.MappingNode):
         seen = set()
         for key, value in node.value:
-            if key.value in seen:  # PyYAML keeps the last silently; a plan must not
-                raise DuplicateKey(str(key.value), key.start_mark.line + 1)
+            if key.value in seen and dups is not None:
+                dups.append((str(key.value), key.start_mark.line + 1))
             seen.add(key.value)
             sub = path + (key.value,)
             lines[sub] = key.start_mark.line + 1
-            lines.update(_node_lines(value, sub))
+            lines.update(_node_lines(value, sub, dups))
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            lines.update(_node_lines(item, path + (i,)))
+            lines.update(_node_lines(item, path + (i,), dups))
     return lines
 
 
@@ -54,11 +51,11 @@ def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tupl
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise error(f"malformed YAML: {problem}", source=f"{path}{where}") from None
-    try:
-        lines = _node_lines(node) if node is not None else {}
-    except DuplicateKey as e:
-        raise error(f"duplicate key {e.key!r} (YAML would keep only the last one)",
-                    source=f"{path}:{e.line}") from None
+    dups: list[tuple[str, int]] = []
+    lines = _node_lines(node, (), dups) if node is not None else {}
+    if dups:  # every repeated key, one line each
+        raise error("\n".join(f"{path}:{line}: duplicate key {key!r} (YAML would keep only the "
+                              "last one)" for key, line in dups))
 
     def locate(field_path: tuple) -> int | None:
         for n in range(len(field_path), -1, -1):
@@ -79,7 +76,8 @@ def _message(err: dict) -> str:
         return "unknown field"
     if kind == "missing":
         return "missing required field"
-    if isinstance(value, str) and NUMERIC_LOOKING.match(value.strip()) and value.strip():
+    if kind != "value_error" and isinstance(value, str) and NUMERIC_LOOKING.match(value.strip()) \
+            and value.strip():
         return msg + (f" (got the string {value!r}: YAML 1.1 reads that as text; write an "
                       "integer with _ separators, e.g. 4_800_000_000_000)")
     if value is not None and kind != "value_error":
