@@ -5,6 +5,7 @@ loaders; the math is in ``kvplan.fit``, ``kvplan.perf`` and ``kvplan.scenario_ev
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, replace
 
 from .errors import KvplanError
@@ -61,6 +62,19 @@ class PlanReport:
     @property
     def best(self) -> Outcome | None:
         return self.outcomes[0] if self.outcomes and self.outcomes[0].evaluation.ok else None
+
+
+#: command-line advice in plan_fit's messages -> the scenario key that does the same
+SCENARIO_KEYS = {"--allow-emulated": "serving.allow_emulated: true", "--weight-memory": "a weight "
+                 "figure (not available in a scenario)", "--pp": "serving.pp", "--tp": "serving.tp",
+                 "--engine": "serving.engine", "--kv-dtype": "serving.kv_dtype",
+                 "--block-size": "serving.block_size", "--max-model-len": "serving.max_model_len"}
+
+
+def _scenario_words(message: str) -> str:
+    for flag, key in SCENARIO_KEYS.items():
+        message = re.sub(rf"{re.escape(flag)}\b", key, message)
+    return message
 
 
 def _rank_key(o: Outcome):
@@ -138,7 +152,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         try:
             r = plan_fit(req)
         except KvplanError as e:
-            skipped.append(Skipped(cand, e.detail))
+            skipped.append(Skipped(cand, _scenario_words(e.detail)))
             continue
         eff = efficiency_for(gpu, None, None)
         sm = step_model(r, eff)

@@ -517,3 +517,13 @@ def test_written_files_are_ordinary_files(tmp_path):
 def test_percentile_is_exact():
     assert quantile(list(range(1, 1001)), 99.9) == 999
     assert quantile(list(range(1, 10_001)), 99.9) == 9990
+
+
+def test_skip_reasons_name_scenario_keys(tmp_path):
+    text = BASE.replace("gpu: h100", "gpu: a100-80gb")
+    rep = run_scenario(load_scenario(write(tmp_path, text)), samples=10)
+    assert rep.skipped and "serving.allow_emulated: true" in rep.skipped[0].reason
+    assert "--allow-emulated" not in rep.skipped[0].reason
+    ok = run_scenario(load_scenario(write(tmp_path, text.replace(
+        "kv_dtype: fp8", "kv_dtype: fp8\n  allow_emulated: true"), "b.yaml")), samples=10)
+    assert not ok.skipped and ok.outcomes

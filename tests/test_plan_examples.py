@@ -209,6 +209,11 @@ def test_reasoning_tokens_count_as_output():
     rps = e.batch / (4500 * e.tpot_mean_s)
     assert e.replicas_needed == math.ceil(2 / rps) and e.prefill_instances_needed == 1
     assert e.gpus_needed == e.replicas_needed + 1
+    # the first answer token comes after the prompt's prefill + transfer and 4,000 reasoning
+    # tokens at the mean TPOT
+    assert e.time_to_first_answer_token_s == pytest.approx(e.ttft_s + 4000 * e.tpot_mean_s)
+    # priced per answer token, the reasoning makes output 9x dearer
+    assert e.usd_per_million_answer_tokens == pytest.approx(9 * e.usd_per_million_output_tokens)
 
 
 def test_hybrid_jamba_long_context():
