@@ -68,7 +68,10 @@ class PlanReport:
 SCENARIO_KEYS = {"--allow-emulated": "serving.allow_emulated: true", "--weight-memory": "a weight "
                  "figure (not available in a scenario)", "--pp": "serving.pp", "--tp": "serving.tp",
                  "--engine": "serving.engine", "--kv-dtype": "serving.kv_dtype",
-                 "--block-size": "serving.block_size", "--max-model-len": "serving.max_model_len"}
+                 "--block-size": "serving.block_size", "--max-model-len": "serving.max_model_len",
+                 "--max-num-seqs": "serving.max_num_seqs",
+                 "--gpu-memory-utilization": "serving.gpu_memory_utilization",
+                 "--kv-cache-memory": "serving.kv_cache_memory"}
 
 
 def _scenario_words(message: str) -> str:
@@ -162,7 +165,8 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens)
         from .launch import launch_commands
 
-        r = replace(r, launch=launch_commands(r, ev.batch) if ev.batch else {})
+        r = replace(r, launch=launch_commands(r, ev.batch) if ev.batch else {},
+                    notes=tuple(_scenario_words(n) for n in r.notes))
         outcomes.append(Outcome(cand, r, sm, eff, ev, price))
     outcomes.sort(key=_rank_key)
     return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),

@@ -78,8 +78,10 @@ def workload_lines(rep: PlanReport) -> list[str]:
     src = (f"trace {w.trace_name}" if w.trace is not None else
            f"prompt {w.prompt.describe()}, output {w.output.describe()} tokens")  # type: ignore[union-attr]
     out = [f"Model {rep.model_name}; demand {demand}; {src}.", f"Samples: {rep.sample_note}."]
+    labels = {"prompt_tokens": "new prompt tokens per request", "context_tokens": "tokens before "
+              "decode", "output_tokens": "generated tokens", "final_tokens": "tokens at the end"}
     for k, s in rep.stats.items():
-        out.append(f"{k.replace('_', ' ')}: mean {s.mean:,.1f}, p50 {s.p50:,}, "
+        out.append(f"{labels.get(k, k)}: mean {s.mean:,.1f}, p50 {s.p50:,}, "
                    f"p{s.q:g} {s.pq:,}, max {s.max:,}")
     if w.shared_prefix_tokens:
         out.append(f"Shared prefix: {w.shared_prefix_tokens:,} tokens.")
@@ -117,8 +119,7 @@ def detail_lines(o: Outcome) -> list[str]:
                    f"({e.decode_context_tokens:,.0f} tokens)")
     if e.headroom is not None:
         out.append(f"Headroom: {e.headroom:.0%} on the {e.replicas_needed} replica(s) needed; "
-                   f"{e.fleet_headroom:.0%} if all {e.replicas} replica slot(s) of the billed "
-                   f"nodes serve")
+                   f"{e.fleet_headroom:.0%} with every GPU of the billed nodes serving")
         if e.headroom < 0.2:
             out.append("Busy: queueing is not modelled, and at this utilisation requests wait "
                        "for prefill; TTFT will exceed the figure above")
