@@ -10,6 +10,7 @@ fewest blocks (and the per-sequence bytes are that stage's).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -322,10 +323,24 @@ def stage_bytes_fn(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: in
     state = sum(k * c.state_bytes_per_rank for c, k in same.values() if c.state_bytes_per_rank)
     growing = [(c, k) for c, k in same.values() if not c.state_bytes_per_rank]
     block, engine = fp.block_size_tokens, fp.engine
+    # bytes linear in the held tokens (no full-precision residual): exact integer numerators
+    # over one common denominator, so a length costs a few integer multiplies
+    linear, other = [], []
+    for c, k in growing:
+        f = c.formats
+        if f is not None and not f.k.residual_tokens and not f.v.residual_tokens:
+            linear.append((c, k * c.rank_bytes_for_tokens(1)))
+        else:
+            other.append((c, k))
+    den = math.lcm(*(coef.denominator for _, coef in linear)) if linear else 1
+    terms = [(c, coef.numerator * (den // coef.denominator)) for c, coef in linear]
 
     def at(n: int) -> int:
-        total = Fraction(state)
-        for c, k in growing:
+        num = state * den
+        for c, coef_num in terms:
+            num += coef_num * c.held_tokens(n, block, engine)
+        total = Fraction(num, den)
+        for c, k in other:
             total += k * c.rank_bytes_for_tokens(c.held_tokens(n, block, engine))
         return ceil_bytes(total)
     return at

@@ -15,7 +15,7 @@ from .perf import Efficiency, StepModel
 from .perf_model import step_model
 from .scenario_eval import Evaluation, Fleet, evaluate
 from .scenario_spec import Scenario
-from .workload import Request, Stats, sample, stats
+from .workload import Request, Stats, conversations_for, sample, stats
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,12 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                       sc.speculative_tokens)
     warnings = list(model.warnings)
 
-    requests: list[Request] = sample(w, samples, seed)
+    conversations = conversations_for(samples, w.turns)  # ``samples`` counts requests
+    requests: list[Request] = sample(w, conversations, seed)
     if w.trace is not None:
         note = f"{len(requests):,} requests from the trace {w.trace_name} (every line)"
     else:
-        conv = f"{samples:,} conversations x {w.turns} turns = " if w.turns > 1 else ""
+        conv = f"{conversations:,} conversations x {w.turns} turns = " if w.turns > 1 else ""
         note = f"{conv}{len(requests):,} requests sampled with seed {seed}"
         dists = [w.prompt, w.output, w.thinking, w.tokens_per_turn]
         if all(d is None or d.kind == "fixed" for d in dists):
@@ -126,7 +127,9 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                         f"{max_len:,} tokens (the longest has {longest:,}); the engine rejects them "
                         "and they are left out of every figure")
     if not kept:
-        raise KvplanError("no request fits max_model_len", field="serving.max_model_len")
+        raise KvplanError(f"no request fits max_model_len {max_len:,} (the shortest has "
+                          f"{min(x.final_tokens for x in requests):,} tokens)", source=sc.path,
+                          field="serving.max_model_len")
     q = sc.slo.percentile
     st = {"prompt_tokens": stats([x.new_tokens for x in kept], q),
           "context_tokens": stats([x.context_tokens for x in kept], q),
@@ -208,8 +211,9 @@ def assumptions(sc: Scenario, outcomes: list[Outcome]) -> list[str]:
         out.append(f"Prefix-cache hit rate {w.prefix_cache_hit_rate:.0%}: that share of each "
                    "prompt skips prefill; memory still counts every request's own blocks.")
     if w.turns > 1:
-        out.append("Multi-turn: each turn is one request of the rate; earlier turns (prompts and "
-                   "visible outputs, not reasoning) stay cached and are not prefilled again.")
+        out.append("Multi-turn: each turn is one request of the rate; earlier turns stay in the "
+                   "context (prompts and visible answers, not reasoning) and in the prefix cache, "
+                   "except an answer that followed reasoning, which is prefilled again.")
     if w.thinking is not None:
         out.append("Reasoning tokens are generated and cached like output and priced as output.")
     if w.images_per_request:

@@ -113,7 +113,7 @@ def prefill_tokens(req: Request, w: Workload, block: int) -> int:
     if w.prefix_cache_hit_rate:
         total = req.shared_tokens + req.new_tokens
         return max(total - math.floor(w.prefix_cache_hit_rate * total), 1)
-    cached = cached_prefix_tokens(req.shared_tokens + req.history_tokens, block)
+    cached = cached_prefix_tokens(req.shared_tokens + req.cached_history_tokens, block)
     return max(req.context_tokens - cached, 1)
 
 
@@ -168,6 +168,26 @@ def largest_batch(ok, cap: int) -> int:
     return lo
 
 
+def _closed_loop(users: float, prefill_s_mean: float, out_mean: float, step_s: float,
+                 disaggregated: bool) -> tuple[float, float]:
+    """(prefill share x, requests/s) of a replica whose ``users`` each send their next request
+    when the last one ends: colocated, r = users / (prefill + out x step / (1 - x)) with
+    x = r x prefill, solved by bisection on x in [0, 1); disaggregated, the prefill runs
+    elsewhere: r = users / (prefill + out x step), x = 0."""
+    if disaggregated or prefill_s_mean <= 0:
+        return 0.0, users / (prefill_s_mean + out_mean * step_s)
+    lo, hi = 0.0, 1.0
+    for _ in range(80):
+        x = (lo + hi) / 2
+        r = users / (prefill_s_mean + out_mean * step_s / (1 - x))
+        if r * prefill_s_mean > x:
+            lo = x
+        else:
+            hi = x
+    x = (lo + hi) / 2
+    return x, x / prefill_s_mean
+
+
 def _slots(gpus_per_node: int, nodes: int, per_replica: int) -> int:
     """Replicas a fleet of whole nodes holds: within a node when one fits in it (TP stays on
     NVLink), else across nodes (pipeline stages span them)."""
@@ -184,16 +204,22 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     peaks = [x.peak_tokens + lookahead for x in requests]
     uses = _ByLength(r, pool_usage_fn(r, prefix))
     pools = uses[peaks[0]]
-    totals = [Fraction(0)] * len(pools)
+    totals = [0] * len(pools)
     for n in peaks:
         for i, u in enumerate(uses[n]):
             totals[i] += u.private
-    means = tuple(t / len(peaks) for t in totals)
+    means = tuple(Fraction(t, len(peaks)) for t in totals)
     conc = min((math.floor((p.capacity - p.shared) / m) if m > 0 else 10**9)
                for p, m in zip(pools, means, strict=True))
     conc = max(conc, 0)
     # the engine refuses to start unless one max_model_len sequence fits (plan_fit's verdict)
     fits = r.fits and conc >= 1
+    b = r.budget
+    free = b.total_bytes - b.weights_bytes - b.activation_bytes - b.runtime_overhead_bytes
+    if r.request.kv_cache_memory_bytes is not None and b.kv_pool_bytes > free:
+        fits = False
+        reasons.append(f"kv_cache_memory {b.kv_pool_bytes / 2**30:.2f} GiB exceeds the "
+                       f"{free / 2**30:.2f} GiB a GPU has after weights and overheads")
     if not r.fits:
         reasons.append(r.verdict)
     elif conc < 1:
@@ -255,8 +281,16 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         share = prefill_share(batch)
         out_rps = rps * mean_out
     if w.concurrent_requests is not None:
-        rate = w.concurrent_requests / (mean_pre + mean_out * tpot_mean) if tpot_mean else 0.0
         need = math.ceil(w.concurrent_requests / batch) if batch else 0
+        rate = 0.0
+        if batch:  # time and money at the load each replica carries, not at the cap
+            users = w.concurrent_requests / need
+            x, r_rep = _closed_loop(users, mean_pre, mean_out,
+                                    float(tpot_s(sm, users, decode_ctx)), bool(disagg))
+            rate = r_rep * need
+            tpot_q = float(tpot_s(sm, users, n_q)) / (1 - x)
+            tpot_mean = float(tpot_s(sm, users, decode_ctx)) / (1 - x)
+            share = x
     else:
         rate = w.request_rate_per_s or 0.0
         need = math.ceil(rate / rps - 1e-12) if rps else 0
@@ -270,10 +304,10 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     want_gpus = (need + pre_need) * tp_pp
     if fleet.nodes is not None:
         nodes = fleet.nodes
+    elif tp_pp <= fleet.gpus_per_node:
+        nodes = max(math.ceil((need + pre_need) / (fleet.gpus_per_node // tp_pp)), 1)
     else:
-        nodes = 1
-        while _slots(fleet.gpus_per_node, nodes, tp_pp) < need + pre_need:
-            nodes += 1
+        nodes = max(math.ceil((need + pre_need) * tp_pp / fleet.gpus_per_node), 1)
     gpus = nodes * fleet.gpus_per_node
     slots = _slots(fleet.gpus_per_node, nodes, tp_pp)
     if batch and slots < need + pre_need:

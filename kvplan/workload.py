@@ -9,7 +9,9 @@ One sampled *conversation* becomes ``turns`` requests (each turn is one request 
   history, as chat templates do);
 - every turn generates ``thinking + output`` tokens, all held in the KV cache while it runs.
 Prefill of a turn covers only its new tokens: the shared prefix comes from the prefix cache
-(whole blocks, applied when a block size is known) and earlier turns stay cached.
+(whole blocks, applied when a block size is known) and earlier turns stay cached - except the
+previous answer after reasoning: the cache holds prompt, reasoning, answer, the next prompt
+prompt, answer, so the match ends where the reasoning began and the answer is prefilled again.
 """
 
 from __future__ import annotations
@@ -75,6 +77,11 @@ class Request:
     output_tokens: int  # generated: reasoning + visible output
     turn: int = 1
     thinking_tokens: int = 0  # of output_tokens, the reasoning ones
+    reusable_history_tokens: int | None = None  # of history, what the prefix cache can serve
+
+    @property
+    def cached_history_tokens(self) -> int:
+        return self.history_tokens if self.reusable_history_tokens is None else self.reusable_history_tokens
 
     @property
     def context_tokens(self) -> int:
@@ -116,12 +123,21 @@ def _conversation(w: Workload, prompt: int, outputs: list[int], thinking: list[i
     history = 0
     new = prompt + w.images_per_request * w.tokens_per_image
     for k in range(w.turns):
+        reusable = history
         if k:
+            reusable = history + new  # the cache holds the last prompt, then its reasoning...
+            if not thinking[k - 1]:
+                reusable += outputs[k - 1]  # ...and the answer, reused only without reasoning
             history += new + outputs[k - 1]
             new = added[k]
         out.append(Request(w.shared_prefix_tokens, history, new, thinking[k] + outputs[k], k + 1,
-                           thinking[k]))
+                           thinking[k], reusable))
     return out
+
+
+def conversations_for(requests: int, turns: int) -> int:
+    """Conversations to sample for about ``requests`` requests (at least one)."""
+    return max(-(-requests // turns), 1)
 
 
 def sample(w: Workload, conversations: int, seed: int) -> list[Request]:

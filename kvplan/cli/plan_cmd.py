@@ -29,7 +29,7 @@ def plan(
     force: Annotated[bool, typer.Option("--force", help="Overwrite --output if it exists.")] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed (default: the "
                                              "scenario's seed, else 0).")] = None,
-    samples: Annotated[int | None, typer.Option("--samples", help="Conversations to sample "
+    samples: Annotated[int | None, typer.Option("--samples", help="Requests to sample "
                                                 "(default: the scenario's, else 10,000).")] = None,
     require_fit: Annotated[bool, typer.Option(
         "--require-fit", help="Exit 1 when no configuration fits and meets the SLOs and rate.")] = False,

@@ -81,7 +81,10 @@ def _bandwidth(v: Any) -> float:
         s = v.strip()
         if not s.lower().endswith("/s"):
             raise ValueError(f"{v!r}: write a bandwidth with /s, e.g. 25GB/s")
-        return float(parse_bytes(s[:-2]))
+        bw = float(parse_bytes(s[:-2]))
+        if bw <= 0:
+            raise ValueError(f"{v!r} rounds to 0 bytes per second")
+        return bw
     raise ValueError("expected a bandwidth such as 25GB/s")
 
 
@@ -93,6 +96,8 @@ def _length(v: Any) -> Dist:
     d = _dist(v)
     if d.kind in ("fixed", "uniform") and d.a < 1:
         raise ValueError(f"lengths are at least 1 token (got {int(d.a)})")
+    if d.hi is not None and d.hi < 1:
+        raise ValueError(f"lengths are at least 1 token (max {d.hi})")
     return replace(d, lo=max(d.lo, 1))
 
 
@@ -449,18 +454,21 @@ def _check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> 
     names["gpus"] = tuple(gpus)
     price = doc.hardware.price_usd_per_gpu_hour
     if isinstance(price, dict):
-        keys = {}
-        for k in price:
-            try:
-                keys[load_gpu(k).key] = price[k]
-            except KvplanError as err:
-                add(("hardware", "price_usd_per_gpu_hour", k), err.detail)
         resolved = set()
         for g in gpus:
             try:
                 resolved.add(load_gpu(g).key)
             except KvplanError:
                 pass
+        keys = {}
+        for k in price:
+            if k in resolved:  # the key of a GPU in the list (also one from a spec file)
+                keys[k] = price[k]
+                continue
+            try:
+                keys[load_gpu(_local(k, base) if k.endswith((".yaml", ".yml")) else k).key] = price[k]
+            except KvplanError as err:
+                add(("hardware", "price_usd_per_gpu_hour", k), err.detail)
         for missing in sorted(resolved - set(keys)):
             add(("hardware", "price_usd_per_gpu_hour"), f"no price for {missing}")
         names["prices"] = keys
@@ -475,10 +483,22 @@ def _check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> 
 
             if find(value) is None:
                 continue  # a Hub id: fetched (or found in the cache) when planned
+        where = (key,) if key == "model" else (key, "model")
         try:
-            load_model(v)
+            m = load_model(v)
         except KvplanError as err:
-            add((key,) if key == "model" else (key, "model"), err.detail)
+            add(where, err.detail)
+            continue
+        try:  # the parameter inventory and weight format are needed to plan it
+            from .hf_params import weight_inventory
+            from .quant_config import weight_format
+
+            weight_inventory(m)
+            weight_format(m, wd)
+        except KvplanError as err:
+            add(where if "weight dtype" not in err.detail else ("serving", "weight_dtype"),
+                err.detail.replace("pass --weight-memory", "kvplan plan needs a parameter count "
+                                   "(use `kvplan fit --weight-memory` for this model)"))
     return out
 
 
