@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from kvplan.cli.main import run
-from kvplan.errors import ScenarioError
 from kvplan.loaders.scenario_yaml import load_scenario
 from kvplan.scenario import run_scenario
 from kvplan.workload import Dist, Workload, fixed, lognormal_from_percentiles, quantile, sample
@@ -345,11 +344,6 @@ def test_bad_cli_values(capsys):
     assert "--samples" in fail(["plan", str(EXAMPLES / "reasoning.yaml"), "--samples", "0"], capsys)
 
 
-def test_scenario_error_keeps_every_problem():
-    e = ScenarioError(["a: 1", "b: 2"])
-    assert str(e) == "a: 1\nb: 2" and e.problems == ["a: 1", "b: 2"]
-
-
 def test_prefix_cache_hit_rate_cuts_prefill_not_memory(tmp_path):
     from kvplan.scenario_eval import prefill_tokens
     from kvplan.workload import Request
@@ -432,6 +426,11 @@ def test_names_are_checked_at_load_with_their_lines(tmp_path, capsys):
     (lambda t: t.replace("gpu: h100", "gpu: [h100, l4]\n  price_usd_per_gpu_hour: 2"), "one per GPU"),
     (lambda t: t.replace("gpu: h100", "gpu: [h100, l4]\n  price_usd_per_gpu_hour: {h100: 2}"),
      "no price for l4"),
+    (lambda t: t.replace("output_tokens: 200", "output_tokens: {fixed: 5, max: 0}"), "at least 1 token"),
+    (lambda t: t + "offload:\n  cpu: {bytes: 100GiB, bandwidth: 0.1B/s}\n", "rounds to 0"),
+    (lambda t: t.replace("llama-3.1-8b", "zamba2-2.7b-instruct-v2"), "needs a parameter count"),
+    (lambda t: t.replace("output_tokens: 200", "output_tokens: 200\n  shared_prefix_tokens: 3000")
+     .replace("kv_dtype: fp8", "kv_dtype: fp8\n  max_model_len: 1000"), "no request fits max_model_len"),
 ])
 def test_more_bad_values(tmp_path, capsys, edit, needle):
     err = fail(["plan", str(write(tmp_path, edit(BASE)))], capsys)
@@ -527,3 +526,23 @@ def test_skip_reasons_name_scenario_keys(tmp_path):
     ok = run_scenario(load_scenario(write(tmp_path, text.replace(
         "kv_dtype: fp8", "kv_dtype: fp8\n  allow_emulated: true"), "b.yaml")), samples=10)
     assert not ok.skipped and ok.outcomes
+
+
+def test_kv_cache_memory_larger_than_the_gpu_does_not_fit(tmp_path):
+    text = BASE.replace("kv_dtype: fp8", "kv_dtype: fp8\n  kv_cache_memory: 1TB")
+    e = run_scenario(load_scenario(write(tmp_path, text)), samples=10).outcomes[0].evaluation
+    assert not e.fits and "exceeds" in e.reasons[0]
+
+
+def test_price_map_keyed_by_a_spec_file(tmp_path, monkeypatch):
+    import shutil
+
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(Path(__file__).resolve().parent.parent / "hardware_specs" / "l40s.yaml", specs / "mine.yaml")
+    text = BASE.replace("gpu: h100", "gpu: [specs/mine.yaml, h100]\n"
+                        "  price_usd_per_gpu_hour: {specs/mine.yaml: 0.5, h100: 2}")
+    p = write(tmp_path, text)
+    monkeypatch.chdir("/")
+    rep = run_scenario(load_scenario(p), samples=10)
+    assert sorted(o.evaluation.usd_per_hour for o in rep.outcomes) == [4.0, 16.0]

@@ -235,3 +235,113 @@ def test_hybrid_jamba_long_context():
     nb2 = blocks_in_pool(o2, 4 * 80 * 2048)
     assert o2.evaluation.memory_concurrency == nb2 // per_request
     assert rep.best is not None
+
+
+# ---- rules the examples do not reach, derived by hand on Llama-3.1-8B / H100 ------------------
+
+WEIGHTS_8B = (8_030_261_248 - 128_256 * 4096) * 2  # bf16 weights read per decode step
+PARAMS_8B = 7_504_924_672  # non-embedding parameters: 2 FLOPs each per token
+
+
+def _prefill_8b(p: int, cached: int = 0) -> float:
+    """Compute-bound prefill at 60% of 989.4 TFLOP/s (one chunk): 2 x params per token +
+    32 layers x 2 x 32 heads x 256 per query-key pair."""
+    pairs = ((cached + p) ** 2 - cached**2) / 2
+    return (p * 2 * PARAMS_8B + 32 * 2 * 32 * 256 * pairs) / (989.4e12 * 0.60)
+
+
+def _step_8b(b: float, n: float, per_token: int = 65_536) -> float:
+    return (WEIGHTS_8B + b * per_token * n) / (H100_HBM * HBM_EFF)
+
+
+def _scenario(tmp_path, text: str):
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return run_scenario(load_scenario(p))
+
+
+def test_concurrent_users_are_costed_at_their_load(tmp_path):
+    """20 users, each sending the next request when the last ends: one replica runs 20, and
+    its rate solves r = 20 / (prefill + 256 x step(20) / (1 - r x prefill)) (iterated here)."""
+    text = (EXAMPLES / "chat-shared-prompt.yaml").read_text().replace(
+        "request_rate: 20", "concurrent_requests: 20")
+    e = _scenario(tmp_path, text).outcomes[0].evaluation
+    pre = _prefill_8b(512, 4096)
+    step = _step_8b(20, 4608 + 255 / 2)
+    r = 1.0
+    for _ in range(200):
+        r = 20 / (pre + 256 * step / (1 - r * pre))
+    assert e.replicas_needed == 1 and e.request_rate_per_s == pytest.approx(r, rel=1e-6)
+    assert e.prefill_share == pytest.approx(r * pre, rel=1e-6)
+    assert e.tpot_s == pytest.approx(_step_8b(20, 4864) / (1 - r * pre), rel=1e-6)
+    assert e.usd_per_million_output_tokens == pytest.approx(20.0 / 3600 / r / 256 * 1e6, rel=1e-6)
+
+
+def test_disaggregated_prefill_instances_and_transfer(tmp_path):
+    text = """kvplan: 1
+model: llama-3.1-8b
+hardware: {gpu: h100, gpus_per_node: 8}
+serving: {tp: 1, kv_dtype: fp8}
+workload: {request_rate: 12, prompt_tokens: 8000, output_tokens: 100}
+disaggregated: {link_bandwidth: 50GB/s}
+"""
+    e = _scenario(tmp_path, text).outcomes[0].evaluation
+    pre = _prefill_8b(8000)
+    assert e.mean_prefill_s == pytest.approx(pre)
+    assert e.prefill_instances_needed == math.ceil(12 * pre) > 1
+    # each rank sends the prompt's 500 blocks x 16 tokens x 65,536 B over the link
+    transfer = 8000 * 65_536 / 50e9
+    assert e.disaggregated["kv_transfer_s_mean"] == pytest.approx(transfer)
+    assert e.ttft_s == pytest.approx(pre + transfer)
+    # decode replicas: batch / (100 x step); no prefill stalls
+    rps = e.batch / (100 * _step_8b(e.batch, 8000 + 99 / 2))
+    assert e.requests_per_s_per_replica == pytest.approx(rps)
+    assert e.replicas_needed == math.ceil(12 / rps)
+    assert e.gpus_needed == e.replicas_needed + e.prefill_instances_needed
+    assert e.headroom == pytest.approx(min(1 - 12 / (e.replicas_needed * rps),
+                                           1 - 12 * pre / e.prefill_instances_needed))
+
+
+def test_peak_is_the_last_written_token(tmp_path):
+    """SGLang pages one token: a 2,000 + 200 request holds 2,199 tokens' KV at its peak."""
+    text = """kvplan: 1
+model: llama-3.1-8b
+hardware: {gpu: h100}
+serving: {tp: 1, kv_dtype: fp8, engine: sglang}
+workload: {request_rate: 1, prompt_tokens: 2000, output_tokens: 200}
+"""
+    o = _scenario(tmp_path, text).outcomes[0]
+    assert o.fit.block_size_tokens == 1
+    assert o.evaluation.kv_bytes_per_request_mean == 2199 * 65_536
+    assert o.evaluation.memory_concurrency == o.fit.budget.kv_pool_bytes // (2199 * 65_536)
+    assert o.fit.max_model_len == 2200  # the engine must admit prompt + output
+
+
+def test_preemption_swap_over_datasheet_pcie(tmp_path):
+    p = plan("chat-shared-prompt.yaml").outcomes[0].evaluation.preemption
+    n = round(4608 + 255 / 2)  # the mean decode context
+    held = math.ceil(n / 16) * 16 * 65_536
+    assert p["swap_in_s_mean"] == pytest.approx(held / (64e9 * 0.70))  # PCIe 5 x link efficiency
+    assert p["recompute_s_mean"] == pytest.approx(_prefill_8b(n))
+    assert p["cheaper"] == "swap"
+
+
+def test_multi_turn_prefill_and_reasoning_answers():
+    from kvplan.scenario_eval import prefill_tokens
+    from kvplan.workload import Workload, fixed, sample
+
+    for thinking, want in ((0, 1500 - 1296), (2000, 1500 - 992)):
+        w = Workload(prompt=fixed(1000), output=fixed(300), turns=2, tokens_per_turn=fixed(200),
+                     thinking=fixed(thinking), request_rate_per_s=1.0)
+        t1, t2 = sample(w, 1, 0)
+        assert t2.context_tokens == 1000 + 300 + 200
+        # without reasoning the cache serves turn 1's prompt and answer (1,300 -> 1,296 in
+        # whole blocks); after reasoning only the prompt (1,000 -> 992): the answer is new
+        assert prefill_tokens(t2, w, 16) == want
+
+
+def test_replicas_stay_inside_nodes():
+    from kvplan.scenario_eval import _slots
+
+    assert _slots(8, 3, 6) == 3  # one 6-GPU replica per 8-GPU node, not 24 // 6 = 4
+    assert _slots(8, 3, 4) == 6 and _slots(8, 2, 16) == 1
