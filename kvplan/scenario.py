@@ -90,6 +90,7 @@ def _rank_key(o: Outcome):
 
 
 def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None = None) -> PlanReport:
+    from .launch import launch_commands
     from .loaders.hf_params import weight_inventory
     from .loaders.quant_config import weight_format
     from .planning import efficiency_for
@@ -166,8 +167,6 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                  or gpu.price_usd_per_gpu_hour)
         fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
         ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens)
-        from .launch import launch_commands
-
         r = replace(r, launch=launch_commands(r, ev.batch) if ev.batch else {},
                     notes=tuple(_scenario_words(n) for n in r.notes))
         outcomes.append(Outcome(cand, r, sm, eff, ev, price))

@@ -285,11 +285,11 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         rate = 0.0
         if batch:  # time and money at the load each replica carries, not at the cap
             users = w.concurrent_requests / need
-            x, r_rep = _closed_loop(users, mean_pre, mean_out,
-                                    float(tpot_s(sm, users, decode_ctx)), bool(disagg))
+            step_mean = float(tpot_s(sm, users, decode_ctx))
+            x, r_rep = _closed_loop(users, mean_pre, mean_out, step_mean, bool(disagg))
             rate = r_rep * need
             tpot_q = float(tpot_s(sm, users, n_q)) / (1 - x)
-            tpot_mean = float(tpot_s(sm, users, decode_ctx)) / (1 - x)
+            tpot_mean = step_mean / (1 - x)
             share = x
     else:
         rate = w.request_rate_per_s or 0.0

@@ -51,4 +51,3 @@ class Scenario:
     speculative_tokens: int = 0
     samples: int = 10_000
     seed: int = 0
-    base_dir: str = "."

@@ -79,10 +79,15 @@ def _has_experts(model: Model) -> bool:
     return any(f.config.get(k) for k in ("num_local_experts", "num_experts", "n_routed_experts"))
 
 
-def from_cli(name: str, model: Model) -> WeightFormat:
+def normalize_weight_dtype(name: str) -> str:
+    """``--weight-dtype`` spelling -> its key (``bfloat16`` -> ``bf16``); may not be known."""
     key = name.strip().lower().replace("-", "_")
-    key = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8_e4m3": "fp8",
-           "int4_awq": "awq", "int4_gptq": "gptq", "bnb_nf4": "nf4"}.get(key, key)
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8_e4m3": "fp8",
+            "int4_awq": "awq", "int4_gptq": "gptq", "bnb_nf4": "nf4"}.get(key, key)
+
+
+def from_cli(name: str, model: Model) -> WeightFormat:
+    key = normalize_weight_dtype(name)
     if key not in CLI_FORMATS:
         raise InputError(f"unknown weight dtype {name!r}; use {', '.join(CLI_FORMATS)}",
                          field="--weight-dtype")

@@ -23,7 +23,7 @@ from ..suggest import close_matches
 from ..units import parse_bytes, parse_tokens
 from ..workload import KINDS, Dist, Workload, fixed, lognormal_from_percentiles
 from .trace import read_trace
-from .yaml_file import dotted, error_lines, read_yaml
+from .yaml_file import error_lines, problem_line, read_yaml
 
 VERSION = 1
 
@@ -333,8 +333,7 @@ def _cross_checks(raw: dict, locate, path: Path) -> list[str]:
     out = []
 
     def add(loc: tuple, msg: str) -> None:
-        line = locate(loc)
-        out.append(f"{path}:{line}: {dotted(loc)}: {msg}" if line else f"{path}: {dotted(loc)}: {msg}")
+        out.append(problem_line(path, locate, loc, msg))
 
     w = raw.get("workload")
     if isinstance(w, dict):
@@ -417,14 +416,13 @@ def _check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> 
     from ..formats import parse_format
     from ..hardware import load_gpu
     from ..resolve import HUB_ID, load_model
-    from .quant_config import CLI_FORMATS
+    from .quant_config import CLI_FORMATS, normalize_weight_dtype
 
     out: list[str] = []
     base = path.parent
 
     def add(loc: tuple, msg: str) -> None:
-        line = locate(loc)
-        out.append(f"{path}:{line}: {dotted(loc)}: {msg}" if line else f"{path}: {dotted(loc)}: {msg}")
+        out.append(problem_line(path, locate, loc, msg))
 
     for e in doc.serving.engine:
         try:
@@ -439,10 +437,7 @@ def _check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> 
                 add(("serving", "kv_dtype"), err.detail)
     wd = doc.serving.weight_dtype
     if wd is not None:
-        key = wd.strip().lower().replace("-", "_")
-        key = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "fp8_e4m3": "fp8",
-               "int4_awq": "awq", "int4_gptq": "gptq", "bnb_nf4": "nf4"}.get(key, key)
-        if key not in CLI_FORMATS:
+        if normalize_weight_dtype(wd) not in CLI_FORMATS:
             add(("serving", "weight_dtype"), f"unknown weight dtype {wd!r}; use {', '.join(CLI_FORMATS)}")
     gpus = []
     for g in doc.hardware.gpu:
@@ -543,4 +538,4 @@ def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenari
         workload=wl, slo=slo, extras=extras,
         draft_model=names.get("draft_model"),
         speculative_tokens=d.draft_model.speculative_tokens if d.draft_model else 0,
-        samples=d.samples, seed=d.seed, base_dir=str(path.parent))
+        samples=d.samples, seed=d.seed)

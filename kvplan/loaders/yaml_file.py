@@ -90,6 +90,13 @@ def dotted(loc: tuple) -> str:
     return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
 
 
+def problem_line(path: Path, locate: Callable[[tuple], int | None], loc: tuple, msg: str) -> str:
+    """``file:line: field: message`` (the line when the field is found)."""
+    line = locate(loc)
+    source = f"{path}:{line}" if line else str(path)
+    return f"{source}: {dotted(loc)}: {msg}" if loc else f"{source}: {msg}"
+
+
 def error_lines(exc: Any, path: Path, locate: Callable[[tuple], int | None],
                 hint: Callable[[tuple, str], str] | None = None) -> list[str]:
     """Every pydantic error as one ``file:line: field: message`` line; ``hint(loc, kind)`` may
@@ -97,10 +104,8 @@ def error_lines(exc: Any, path: Path, locate: Callable[[tuple], int | None],
     out = []
     for err in exc.errors():
         loc = tuple(err.get("loc", ()))
-        line = locate(loc)
         msg = _message(err) + (hint(loc, err.get("type", "")) if hint else "")
-        source = f"{path}:{line}" if line else str(path)
-        out.append(f"{source}: {dotted(loc)}: {msg}" if loc else f"{source}: {msg}")
+        out.append(problem_line(path, locate, loc, msg))
     return out
 
 
