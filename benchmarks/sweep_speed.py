@@ -2,7 +2,7 @@
 and a 100k-row sweep end to end in under 2 s). Run: python3 benchmarks/sweep_speed.py
 
 1. Arithmetic rate: one planned configuration, a 1,000-context x 1,000-batch block
-   (1,000,000 rows) through ``kvplan.sweep.block`` (concurrency per context, roofline over
+   (1,000,000 rows) through ``kvplan.planning.sweep.block`` (concurrency per context, roofline over
    the block as numpy arrays); median of 5.
 2. End to end: ``kvplan sweep`` in a fresh process over 2 GPUs x 4 TP x 2 KV formats x 100
    contexts x 64 batches = 102,400 rows, CSV to a file; median of 5.
@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def arithmetic_rate() -> None:
-    from kvplan.hardware import load_gpu
-    from kvplan.perf import Efficiency
-    from kvplan.planning import plan
-    from kvplan.resolve import load_model
-    from kvplan.sweep import block
+    from kvplan.core.perf import Efficiency
+    from kvplan.loaders.hardware import load_gpu
+    from kvplan.loaders.resolve import load_model
+    from kvplan.planning.deployment import plan
+    from kvplan.planning.sweep import block
 
     m = load_model("llama-3-70b")
     r, sm = plan(m, load_gpu("h200"), kv_dtype="fp8", weight_dtype="fp8", engine="vllm", tp=2,

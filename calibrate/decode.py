@@ -1,6 +1,6 @@
 """Decode-step cases: a synthetic stack of a few transformer layers (real head counts and
 widths, bf16 weights, random inputs) run for a batch at a context, beside the performance
-model's prediction for the same shapes (``kvplan.perf.decode_step``) with the measured copy
+model's prediction for the same shapes (``kvplan.core.perf.decode_step``) with the measured copy
 ceiling as the bandwidth and a measured large-matmul rate as the peak. On CPUs the comparison
 is informational (no tolerance): the roofline describes GPUs."""
 
@@ -20,7 +20,7 @@ def matmul_rate(device: str, n: int = 2048, repeats: int = 5) -> float:
 
 
 def predict(inputs: dict) -> float:
-    from kvplan.validate import decode_prediction
+    from kvplan.planning.validate import decode_prediction
 
     return decode_prediction(inputs)
 

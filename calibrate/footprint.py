@@ -46,7 +46,7 @@ QUICK_CASES = (
 
 def prediction(case: FootprintCase) -> int:
     """kvplan's bytes for the case (the same function ``kvplan validate`` re-runs)."""
-    from kvplan.validate import footprint_prediction
+    from kvplan.planning.validate import footprint_prediction
 
     return footprint_prediction(asdict(case))
 
@@ -68,8 +68,8 @@ def measure(case: FootprintCase, device: str) -> dict:
     """Allocate the case's tensors on ``device`` and return the record (prediction included)."""
     import torch
 
-    from kvplan.footprint import kv_footprint
-    from kvplan.resolve import load_model
+    from kvplan.loaders.resolve import load_model
+    from kvplan.planning.footprint import kv_footprint
 
     m = load_model(case.model)
     fp = kv_footprint(m, (case.block_size_tokens,), kv_dtype=case.kv_dtype, tp=case.tp,

@@ -29,8 +29,8 @@ def _device_info(device: str) -> tuple[dict, dict]:
 
 
 def _gpu_key(name: str) -> str | None:
-    from kvplan.errors import KvplanError
-    from kvplan.hardware import load_gpu
+    from kvplan.core.errors import KvplanError
+    from kvplan.loaders.hardware import load_gpu
 
     try:
         return load_gpu(name).key
@@ -77,7 +77,7 @@ def run(device: str = "cpu", quick: bool = True, models: list[str] | None = None
     gpu = _gpu_key(info["name"]) if info["kind"] == "cuda" else None
     efficiency = None
     if gpu:
-        from kvplan.hardware import load_gpu
+        from kvplan.loaders.hardware import load_gpu
 
         spec = load_gpu(gpu)
         best = max(c["bytes_per_s"] for c in cases if c["kind"] == "bandwidth")

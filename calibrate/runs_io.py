@@ -1,5 +1,5 @@
 """Run files: one JSON document per run in ``calibrate/runs/``, written atomically (a temporary
-file, then a link, via kvplan.outfile) and never overwritten (a new run gets a new name).
+file, then a link, via kvplan.report.outfile) and never overwritten (a new run gets a new name).
 
 Schema (``"schema": "kvplan-calibration-run"``, ``"version": 1``): ``harness_version``,
 ``date`` (UTC ISO 8601), ``device`` {``kind`` cpu|cuda, ``name``, ``memory_bytes``},
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvplan.outfile import write_atomic
+from kvplan.report.outfile import write_atomic
 
 RUNS = Path(__file__).resolve().parent / "runs"
 

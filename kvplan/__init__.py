@@ -13,8 +13,7 @@ huggingface_hub.
 
 from __future__ import annotations
 
-from .engines import EngineLayout, get_engine
-from .errors import (
+from .core.errors import (
     ConfigError,
     FormatError,
     InputError,
@@ -22,20 +21,14 @@ from .errors import (
     ParallelismError,
     UnknownModelError,
 )
-from .footprint import Footprint, LayerCost, SequenceBytes, kv_footprint
-from .formats import KvFormat, KvFormatPair, parse_format
-from .layers import (
-    ChunkedLocal,
-    FullAttention,
-    LinearAttention,
-    Mamba,
-    MultiHeadLatent,
-    SlidingWindow,
-)
+from .core.formats import KvFormat, KvFormatPair, parse_format
+from .core.layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, MultiHeadLatent, SlidingWindow
+from .core.model import Model
+from .engines import EngineLayout, get_engine
 from .loaders.hf_config import parse_config
-from .model import Model
-from .records import size_record
-from .resolve import load_model
+from .loaders.resolve import load_model
+from .planning.footprint import Footprint, LayerCost, SequenceBytes, kv_footprint
+from .report.size_record import size_record
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import kvplan
-from kvplan import builtins
+from kvplan.loaders import builtins
 
 SPECS = sorted(builtins.specs_dir().glob("*.json"))
 FAMILIES = {

@@ -26,15 +26,15 @@ import yaml
 from cli_helpers import fail
 
 from kvplan.cli.main import run
-from kvplan.curve import series
-from kvplan.errors import InputError
-from kvplan.fit import concurrency_at
-from kvplan.grid import parse_axis
-from kvplan.hardware import load_gpu
-from kvplan.perf import Efficiency, cost_per_mtok_usd, prefill_s, tpot_s
-from kvplan.planning import build_series, efficiency_for, plan
-from kvplan.resolve import load_model
-from kvplan.sweep import Grid, check, sweep
+from kvplan.core.errors import InputError
+from kvplan.core.grid import parse_axis
+from kvplan.core.perf import Efficiency, cost_per_mtok_usd, prefill_s, tpot_s
+from kvplan.loaders.hardware import load_gpu
+from kvplan.loaders.resolve import load_model
+from kvplan.planning.curve import series
+from kvplan.planning.deployment import build_series, efficiency_for, plan
+from kvplan.planning.fit import concurrency_at
+from kvplan.planning.sweep import Grid, check, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB, GiB = 2**20, 2**30
@@ -444,8 +444,8 @@ def test_gpu_yaml_efficiency_block_is_used(tmp_path, monkeypatch):
     calibrated run > YAML > defaults); a decode step then reads at that bandwidth."""
     import yaml as _yaml
 
-    from kvplan.hardware import load_gpu
-    from kvplan.planning import efficiency_for
+    from kvplan.loaders.hardware import load_gpu
+    from kvplan.planning.deployment import efficiency_for
 
     data = _yaml.safe_load(open("hardware_specs/h100-sxm.yaml").read())
     data["efficiency"] = {"hbm_bandwidth": 0.9, "flops": 0.5, "source": "vendor benchmark"}

@@ -167,7 +167,7 @@ def test_every_engine_names_known_policies():
 def _with(name, **extra):
     import json
 
-    spec = json.loads((kvplan.builtins.specs_dir() / f"{name}.json").read_text())
+    spec = json.loads((kvplan.loaders.builtins.specs_dir() / f"{name}.json").read_text())
     return kvplan.parse_config({**spec["config"], **extra}, name=name, source=name)
 
 

@@ -2,7 +2,7 @@
 bytes per token and recurrent-state bytes, with every expected value derived by hand from the
 config's own numbers (the arithmetic is written out; nothing is pasted from the code's output).
 
-Conventions checked (see kvplan/footprint.py, kvplan/engines/*.py, docs/engines-research.md):
+Conventions checked (see kvplan/planning/footprint.py, kvplan/engines/*.py, docs/engines-research.md):
 - a row's ``bytes_per_token`` / ``state_bytes`` is ONE layer; ``fp.bytes_per_token`` is the whole
   model, growing layers only (full attention + MLA); ``fp.state_bytes_per_sequence`` the whole
   model.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.footprint import kv_footprint
+from kvplan.core.tokens import chunked_blocks_at, chunked_blocks_peak, sliding_blocks_peak
 from kvplan.loaders.hf_config import parse_config
-from kvplan.tokens import chunked_blocks_at, chunked_blocks_peak, sliding_blocks_peak
+from kvplan.planning.footprint import kv_footprint
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
 

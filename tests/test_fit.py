@@ -1,4 +1,4 @@
-"""``kvplan fit`` (``kvplan.fit.plan_fit``): budgets, pools, blocks and concurrency derived by
+"""``kvplan fit`` (``kvplan.planning.fit.plan_fit``): budgets, pools, blocks and concurrency derived by
 hand from the engines' formulas and the real model configs / GPU YAML files.
 
 House rule: every expected number below is derived independently here, with the arithmetic
@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kvplan.errors import InputError
-from kvplan.fit import Draft, FitRequest, plan_fit
-from kvplan.hardware import load_gpu
+from kvplan.core.errors import InputError
+from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.hf_params import weight_inventory
 from kvplan.loaders.quant_config import weight_format
-from kvplan.resolve import load_model
+from kvplan.loaders.resolve import load_model
+from kvplan.planning.fit import Draft, FitRequest, plan_fit
 
 ROOT = Path(__file__).resolve().parent.parent
 KiB, MiB, GiB = 2**10, 2**20, 2**30

@@ -13,7 +13,7 @@ import yaml
 from cli_helpers import fail
 
 from kvplan.cli.main import run
-from kvplan.hardware import load_gpu
+from kvplan.loaders.hardware import load_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 H100_YAML = ROOT / "hardware_specs" / "h100-sxm.yaml"

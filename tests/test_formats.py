@@ -1,6 +1,6 @@
 """Exact bytes per stored vector for every KV format, derived by hand from the format layouts.
 
-Conventions (kvplan/formats.py): a plain / scaled format stores one vector per KV head
+Conventions (kvplan/core/formats.py): a plain / scaled format stores one vector per KV head
 (``head_dim`` elements); llama.cpp block formats (q8_0, q4_0, ...) store one row per token per
 layer spanning every KV head (``kv_heads * head_dim`` elements), in blocks of 32 elements.
 """
@@ -11,8 +11,8 @@ from fractions import Fraction
 
 import pytest
 
-from kvplan.errors import FormatError
-from kvplan.formats import ALL_NAMES, FIXED_FORMATS, PARAM_DEFAULTS, parse_format
+from kvplan.core.errors import FormatError
+from kvplan.core.formats import ALL_NAMES, FIXED_FORMATS, PARAM_DEFAULTS, parse_format
 
 
 def vb(spec: str, length: int, which: str = "k") -> Fraction:

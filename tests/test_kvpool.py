@@ -1,10 +1,10 @@
-"""vLLM's KV cache grouping and pool arithmetic (kvplan.kvpool), by hand."""
+"""vLLM's KV cache grouping and pool arithmetic (kvplan.engines.kvpool), by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvplan.kvpool import (
+from kvplan.engines.kvpool import (
     PoolLayer,
     layer_max_usage_bytes,
     vllm_groups,

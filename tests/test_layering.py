@@ -7,10 +7,24 @@ import subprocess
 import sys
 
 HEAVY = ("torch", "pandas", "huggingface_hub", "matplotlib", "numpy")
-CORE = ("kvplan.units", "kvplan.formats", "kvplan.layers", "kvplan.model", "kvplan.parallel",
-        "kvplan.tokens", "kvplan.dtypes", "kvplan.footprint", "kvplan.engines", "kvplan.fit",
-        "kvplan.perf", "kvplan.curve", "kvplan.workload", "kvplan.scenario_eval",
-        "kvplan.scenario_spec", "kvplan.svg")
+CORE = (
+    "kvplan.core.units",
+    "kvplan.core.formats",
+    "kvplan.core.layers",
+    "kvplan.core.model",
+    "kvplan.core.parallel",
+    "kvplan.core.tokens",
+    "kvplan.core.dtypes",
+    "kvplan.planning.footprint",
+    "kvplan.engines",
+    "kvplan.planning.fit",
+    "kvplan.core.perf",
+    "kvplan.planning.curve",
+    "kvplan.core.workload",
+    "kvplan.planning.scenario_eval",
+    "kvplan.core.scenario_spec",
+    "kvplan.report.svg",
+)
 
 
 def loaded_after(code: str) -> set[str]:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.errors import ParallelismError
-from kvplan.footprint import kv_footprint
-from kvplan.layers import FullAttention, Mamba
+from kvplan.core.errors import ParallelismError
+from kvplan.core.layers import FullAttention, Mamba
+from kvplan.core.model import Model
+from kvplan.core.parallel import Shard, pp_stage_sizes, pp_stages, split_heads
 from kvplan.loaders.hf_config import parse_config
-from kvplan.model import Model
-from kvplan.parallel import Shard, pp_stage_sizes, pp_stages, split_heads
+from kvplan.planning.footprint import kv_footprint
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
 

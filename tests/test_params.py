@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from kvplan import load_model
+from kvplan.core.weights import Tensor, WeightFormat, weight_bytes
 from kvplan.loaders.hf_params import weight_inventory
 from kvplan.loaders.quant_config import weight_format
-from kvplan.weights import Tensor, WeightFormat, weight_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = json.loads((Path(__file__).parent / "fixtures" / "published_params.json").read_text())

@@ -1,11 +1,11 @@
-"""``kvplan.perf`` (roofline decode / prefill / cost) and ``kvplan.perf_model`` (FitResult ->
+"""``kvplan.core.perf`` (roofline decode / prefill / cost) and ``kvplan.planning.perf_model`` (FitResult ->
 StepModel), derived by hand.
 
 House rule: every expected number is derived here from the formulas documented in
-``kvplan/perf.py`` and, for real plans, from ``model_specs/<model>.json`` ("config") and
+``kvplan/core/perf.py`` and, for real plans, from ``model_specs/<model>.json`` ("config") and
 ``hardware_specs/<gpu>.yaml`` - never copied from kvplan's output.
 
-Documented formulas (kvplan/perf.py):
+Documented formulas (kvplan/core/perf.py):
 - decode bytes = weights + E (1 - (1 - k/E)^B) x expert bytes x MoE layers + B x KV read;
   FLOPs = B x (2 x active params + attention FLOPs per cached token x n);
   step = max(bytes / (HBM x eff), FLOPs / (peak x eff)) + all-reduce;
@@ -29,10 +29,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kvplan.curve import series
-from kvplan.fit import concurrency_at
-from kvplan.hardware import load_gpu
-from kvplan.perf import (
+from kvplan.core.perf import (
     Efficiency,
     KvRead,
     StepModel,
@@ -47,8 +44,11 @@ from kvplan.perf import (
     tokens_per_s,
     tpot_s,
 )
-from kvplan.planning import plan
-from kvplan.resolve import load_model
+from kvplan.loaders.hardware import load_gpu
+from kvplan.loaders.resolve import load_model
+from kvplan.planning.curve import series
+from kvplan.planning.deployment import plan
+from kvplan.planning.fit import concurrency_at
 
 ROOT = Path(__file__).resolve().parent.parent
 IDEAL = Efficiency(hbm_bandwidth=1.0, flops=1.0, interconnect=1.0, allreduce_latency_s=0.0,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kvplan.curve import series
-from kvplan.fit import concurrency_at
-from kvplan.hardware import load_gpu
-from kvplan.perf import Efficiency, kv_read_bytes
-from kvplan.planning import plan
-from kvplan.resolve import load_model
+from kvplan.core.perf import Efficiency, kv_read_bytes
+from kvplan.loaders.hardware import load_gpu
+from kvplan.loaders.resolve import load_model
+from kvplan.planning.curve import series
+from kvplan.planning.deployment import plan
+from kvplan.planning.fit import concurrency_at
 
 
 def test_32k_fp8_kv_read_per_step_on_h100():

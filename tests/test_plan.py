@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kvplan.cli.main import run
+from kvplan.core.workload import Dist, Workload, fixed, lognormal_from_percentiles, quantile, sample
 from kvplan.loaders.scenario_yaml import load_scenario
-from kvplan.scenario import run_scenario
-from kvplan.workload import Dist, Workload, fixed, lognormal_from_percentiles, quantile, sample
+from kvplan.planning.scenario import run_scenario
 
 
 def fail(argv: list[str], capsys) -> str:
@@ -121,11 +121,11 @@ def test_seed_changes_samples_and_is_reproducible(tmp_path):
 def test_fixed_lengths_agree_with_fit(tmp_path, model, engine, prefix):
     """One length for every request: the workload's pool count is plan_fit's own concurrency
     for that context and shared prefix (two code paths, one rule)."""
-    from kvplan.fit import FitRequest, plan_fit
-    from kvplan.hardware import load_gpu
+    from kvplan.loaders.hardware import load_gpu
     from kvplan.loaders.hf_params import weight_inventory
     from kvplan.loaders.quant_config import weight_format
-    from kvplan.resolve import load_model
+    from kvplan.loaders.resolve import load_model
+    from kvplan.planning.fit import FitRequest, plan_fit
 
     gpu = "h200" if model == "jamba-v0.1" else "h100"
     text = (BASE.replace("llama-3.1-8b", model).replace("gpu: h100", f"gpu: {gpu}")
@@ -345,8 +345,8 @@ def test_bad_cli_values(capsys):
 
 
 def test_prefix_cache_hit_rate_cuts_prefill_not_memory(tmp_path):
-    from kvplan.scenario_eval import prefill_tokens
-    from kvplan.workload import Request
+    from kvplan.core.workload import Request
+    from kvplan.planning.scenario_eval import prefill_tokens
 
     w = Workload(prompt=fixed(2000), output=fixed(200), prefix_cache_hit_rate=0.3,
                  request_rate_per_s=1.0)
@@ -363,11 +363,11 @@ def test_prefix_cache_hit_rate_cuts_prefill_not_memory(tmp_path):
 def test_draft_model_joins_the_memory_plan(tmp_path):
     """A draft's KV and K lookahead slots per request: the pool count equals plan_fit with
     the same draft at the same context (plan_fit adds the lookahead itself)."""
-    from kvplan.fit import Draft, FitRequest, plan_fit
-    from kvplan.hardware import load_gpu
+    from kvplan.loaders.hardware import load_gpu
     from kvplan.loaders.hf_params import weight_inventory
     from kvplan.loaders.quant_config import weight_format
-    from kvplan.resolve import load_model
+    from kvplan.loaders.resolve import load_model
+    from kvplan.planning.fit import Draft, FitRequest, plan_fit
 
     text = BASE + "draft_model: {model: llama-3.2-1b, speculative_tokens: 4}\n"
     rep = run_scenario(load_scenario(write(tmp_path, text)), samples=10)
@@ -385,7 +385,7 @@ def test_draft_model_joins_the_memory_plan(tmp_path):
 def test_svg_bars_are_to_scale():
     import re
 
-    from kvplan.svg import line_chart, stacked_bars
+    from kvplan.report.svg import line_chart, stacked_bars
 
     svg = stacked_bars("t", [("x", [("a", 1.0), ("b", 3.0)]), ("y", [("a", 2.0), ("b", 0.0)])], "GiB")
     widths = [float(w) for w in re.findall(r"<rect x='[\d.]+' y='\d+' width='([\d.]+)' height='20'", svg)]
@@ -470,11 +470,11 @@ def test_max_model_len_that_does_not_fit_is_not_ok(tmp_path):
 
 @pytest.mark.parametrize("engine", ["sglang", "trtllm"])
 def test_draft_kv_counts_on_token_engines(tmp_path, engine):
-    from kvplan.fit import Draft, FitRequest, plan_fit
-    from kvplan.hardware import load_gpu
+    from kvplan.loaders.hardware import load_gpu
     from kvplan.loaders.hf_params import weight_inventory
     from kvplan.loaders.quant_config import weight_format
-    from kvplan.resolve import load_model
+    from kvplan.loaders.resolve import load_model
+    from kvplan.planning.fit import Draft, FitRequest, plan_fit
 
     text = BASE.replace("tp: 1", f"tp: 1\n  engine: {engine}") + \
         "draft_model: {model: llama-3.2-1b, speculative_tokens: 4}\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.loaders.scenario_yaml import load_scenario
-from kvplan.scenario import run_scenario
+from kvplan.planning.scenario import run_scenario
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 H100_HBM = 3_350_000_000_000
@@ -327,8 +327,8 @@ def test_preemption_swap_over_datasheet_pcie(tmp_path):
 
 
 def test_multi_turn_prefill_and_reasoning_answers():
-    from kvplan.scenario_eval import prefill_tokens
-    from kvplan.workload import Workload, fixed, sample
+    from kvplan.core.workload import Workload, fixed, sample
+    from kvplan.planning.scenario_eval import prefill_tokens
 
     for thinking, want in ((0, 1500 - 1296), (2000, 1500 - 992)):
         w = Workload(prompt=fixed(1000), output=fixed(300), turns=2, tokens_per_turn=fixed(200),
@@ -341,7 +341,7 @@ def test_multi_turn_prefill_and_reasoning_answers():
 
 
 def test_replicas_stay_inside_nodes():
-    from kvplan.scenario_eval import _slots
+    from kvplan.planning.scenario_eval import _slots
 
     assert _slots(8, 3, 6) == 3  # one 6-GPU replica per 8-GPU node, not 24 // 6 = 4
     assert _slots(8, 3, 4) == 6 and _slots(8, 2, 16) == 1

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from kvplan.core.errors import FormatError, InputError
+from kvplan.core.formats import ALL_NAMES, parse_format
+from kvplan.core.layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, SlidingWindow
+from kvplan.core.model import Model
+from kvplan.core.tokens import chunked_blocks_at
 from kvplan.engines import get_engine
-from kvplan.errors import FormatError, InputError
-from kvplan.footprint import kv_footprint
-from kvplan.formats import ALL_NAMES, parse_format
-from kvplan.layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, SlidingWindow
 from kvplan.loaders.hf_config import parse_config
-from kvplan.model import Model
-from kvplan.tokens import chunked_blocks_at
+from kvplan.planning.footprint import kv_footprint
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
 PATHS = sorted(CONFIGS.glob("*.json"))

@@ -209,7 +209,7 @@ def test_qwen_use_sliding_window_defaults_false():
 def test_nemotron_h_layers_block_type_v5():
     import json as _json
 
-    spec = _json.loads((kvplan.builtins.specs_dir() / "nemotron-h-56b-base-8k.json").read_text())
+    spec = _json.loads((kvplan.loaders.builtins.specs_dir() / "nemotron-h-56b-base-8k.json").read_text())
     cfg = dict(spec["config"])
     names = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
     cfg["layers_block_type"] = [names[c] for c in cfg.pop("hybrid_override_pattern")]

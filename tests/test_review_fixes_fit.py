@@ -35,11 +35,11 @@ def test_pipeline_stages_without_cache_layers(capsys):
 
 
 def test_sglang_curve_and_fit_agree_on_hybrid_windows(capsys):
-    from kvplan.fit import concurrency_at
-    from kvplan.hardware import load_gpu
-    from kvplan.perf import Efficiency
-    from kvplan.planning import plan
-    from kvplan.resolve import load_model
+    from kvplan.core.perf import Efficiency
+    from kvplan.loaders.hardware import load_gpu
+    from kvplan.loaders.resolve import load_model
+    from kvplan.planning.deployment import plan
+    from kvplan.planning.fit import concurrency_at
 
     d = _fit(capsys, "gemma-3-27b-it", "--gpu", "h100", "--engine", "sglang")
     r, _ = plan(load_model("gemma-3-27b-it"), load_gpu("h100"), kv_dtype="auto",
@@ -85,7 +85,7 @@ def test_curve_warns_when_nothing_fits(capsys):
 
 
 def test_sweep_leaves_timings_empty_where_nothing_fits():
-    from kvplan.sweep import Grid, sweep
+    from kvplan.planning.sweep import Grid, sweep
 
     df = sweep(Grid(models=["llama-3-70b"], gpus=["rtx-4090"], tps=[1], pps=[1],
                     kv_dtypes=["auto"], contexts=[8192], batches=[1]))

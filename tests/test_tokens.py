@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.footprint import kv_footprint
-from kvplan.loaders.hf_config import parse_config
-from kvplan.tokens import (
+from kvplan.core.tokens import (
     chunked_blocks_at,
     chunked_blocks_peak,
     full_blocks,
@@ -17,6 +15,8 @@ from kvplan.tokens import (
     sliding_blocks_peak,
     span_blocks,
 )
+from kvplan.loaders.hf_config import parse_config
+from kvplan.planning.footprint import kv_footprint
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.fit import FitRequest, plan_fit
-from kvplan.hardware import load_gpu
+from kvplan.core.units import GiB
+from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.hf_params import weight_inventory
 from kvplan.loaders.quant_config import weight_format
-from kvplan.resolve import load_model
-from kvplan.units import GiB
+from kvplan.loaders.resolve import load_model
+from kvplan.planning.fit import FitRequest, plan_fit
 
 RECORDS = {r["id"]: r for r in json.loads(
     (Path(__file__).parent / "fixtures" / "vllm_logs.json").read_text())["records"]}

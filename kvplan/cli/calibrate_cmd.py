@@ -16,9 +16,9 @@ def validate(
     """Re-predict every measured case with the current code; exit 1 when any case fails."""
     import json
 
-    from ..errors import InputError
-    from ..validate import default_runs
-    from ..validate import validate as run_validate
+    from ..core.errors import InputError
+    from ..planning.validate import default_runs
+    from ..planning.validate import validate as run_validate
 
     paths = list(runs or default_runs())
     if not paths:
@@ -66,7 +66,7 @@ def calibrate(
                                              "processes (gloo on CPU).")] = 0,
 ) -> int:
     """Run the torch calibration harness (needs the calibrate extra) and write a run file."""
-    from ..errors import InputError
+    from ..core.errors import InputError
 
     try:
         from calibrate.harness import main

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .emit import emit
 
 EXAMPLES = """\b
@@ -52,9 +52,9 @@ def curve(
 ) -> None:
     """Concurrency, throughput, TPOT or $/token along context, batch or position; several
     --kv-dtype and/or --gpu values give several series."""
-    from ..curve import X_AXES, Y_AXES
-    from ..grid import parse_axis
-    from ..planning import build_series
+    from ..core.grid import parse_axis
+    from ..planning.curve import X_AXES, Y_AXES
+    from ..planning.deployment import build_series
 
     if x not in X_AXES:
         raise InputError(f"unknown axis {x!r}; use {', '.join(X_AXES)}", field="--x")
@@ -78,11 +78,11 @@ def curve(
                           batch=batch, price=price, hbm_efficiency=hbm_efficiency,
                           flops_efficiency=flops_efficiency)
     if plot:
-        from ..plot import plot_series
+        from ..report.curve_plot import plot_series
 
         plot_series(result.series, plot, title=result.title)
     if csv:
-        from ..curve_io import to_csv
+        from ..report.curve_records import to_csv
 
         typer.echo(to_csv(result.series), nl=False)
         return
@@ -92,6 +92,6 @@ def curve(
 
         render_curve(result, plot)
 
-    from ..curve_io import to_records
+    from ..report.curve_records import to_records
 
     emit(result.warnings, as_json, lambda: to_records(result), render)

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ..errors import InputError
-from ..units import parse_bytes, parse_tokens
+from ..core.errors import InputError
+from ..core.units import parse_bytes, parse_tokens
 from .emit import emit
 from .options import Refresh, Revision, Token
 
@@ -48,7 +48,7 @@ def _checkpoint(m, token):
     """Exact parameters by dtype from a Hub model's safetensors headers (None otherwise)."""
     if not m.hub_revision:
         return None
-    from ..errors import HubError
+    from ..core.errors import HubError
     from ..loaders.hub import checkpoint_size
 
     try:
@@ -120,12 +120,12 @@ def fit(
 ) -> None:
     """Does MODEL fit on GPU at this context, with how many concurrent sequences, and how to
     launch it."""
-    from ..fit import Draft, FitRequest, plan_fit
-    from ..fit_record import fit_record
-    from ..hardware import load_gpu
+    from ..loaders.hardware import load_gpu
     from ..loaders.hf_params import weight_inventory
     from ..loaders.quant_config import weight_format
-    from ..resolve import load_model
+    from ..loaders.resolve import load_model
+    from ..planning.fit import Draft, FitRequest, plan_fit
+    from ..report.fit_record import fit_record
 
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"must be in (0, 1], got {gpu_memory_utilization}",
@@ -145,7 +145,7 @@ def fit(
     m = load_model(model, revision=revision, token=token, refresh=refresh)
 
     def inventory(mm):
-        from ..errors import ConfigError
+        from ..core.errors import ConfigError
         try:
             return weight_inventory(mm)
         except ConfigError:

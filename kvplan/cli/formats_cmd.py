@@ -16,8 +16,8 @@ def formats(
 
     from rich.table import Table
 
-    from ..errors import FormatError, InputError
-    from ..formats import ALL_NAMES, parse_format
+    from ..core.errors import FormatError, InputError
+    from ..core.formats import ALL_NAMES, parse_format
     from .render import console
 
     if head_dim < 1:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..gpu import GpuSpec
+from ..core.gpu import GpuSpec
 
 
 def gpu_record(g: GpuSpec) -> dict:
@@ -38,8 +38,8 @@ def gpus(
     """List the known GPUs (use a key or alias as --gpu, or pass your own YAML file)."""
     import json
 
-    from ..hardware import all_gpus
-    from ..units import GiB
+    from ..core.units import GiB
+    from ..loaders.hardware import all_gpus
 
     specs = all_gpus()
     if as_json:

@@ -12,7 +12,7 @@ import sys
 import typer
 from typer.exceptions import TyperException  # typer 0.28 vendors click: its errors derive from this
 
-from ..errors import KvplanError
+from ..core.errors import KvplanError
 from . import (
     calibrate_cmd,
     curve_cmd,

@@ -14,10 +14,10 @@ def models(
     """List the built-in models (use a name or alias as MODEL)."""
     import json
 
-    from .. import builtins
-    from ..footprint import kv_footprint
+    from ..core.units import ceil_bytes
+    from ..loaders import builtins
     from ..loaders.hf_config import parse_config
-    from ..units import ceil_bytes
+    from ..planning.footprint import kv_footprint
 
     rows = []
     for spec in builtins.all_specs():

@@ -4,9 +4,9 @@ from typing import Annotated
 
 import typer
 
-from ..dtypes import STATE_DTYPES, canonical_dtype
-from ..errors import InputError
-from ..units import parse_tokens
+from ..core.dtypes import STATE_DTYPES, canonical_dtype
+from ..core.errors import InputError
+from ..core.units import parse_tokens
 
 
 def parse_contexts(values: list[str] | None, default: tuple[int, ...]) -> tuple[int, ...]:

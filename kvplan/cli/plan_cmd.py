@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 EXAMPLES = """\b
 Examples:
@@ -36,8 +36,8 @@ def plan(
 ) -> int:
     """Plan a workload: every candidate configuration ranked, replicas, cost, launch line."""
     from ..loaders.scenario_yaml import load_scenario
-    from ..outfile import refuse_existing, write_atomic
-    from ..scenario import run_scenario
+    from ..planning.scenario import run_scenario
+    from ..report.outfile import refuse_existing, write_atomic
 
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")
@@ -71,14 +71,14 @@ def _text(rep, fmt: str) -> str:
     if fmt == "json":
         import json
 
-        from ..scenario_record import plan_record
+        from ..report.plan_record import plan_record
 
         return json.dumps(plan_record(rep), indent=2) + "\n"
     if fmt == "html":
-        from ..scenario_report import html_report
+        from ..report.plan_report import html_report
 
         return html_report(rep)
-    from ..scenario_report import markdown
+    from ..report.plan_report import markdown
 
     return markdown(rep)  # markdown, and terminal written to a file
 
@@ -91,9 +91,9 @@ def init(
     """Write a commented starter scenario to edit and run with `kvplan plan`."""
     from importlib.resources import files
 
-    from ..outfile import write_atomic
+    from ..report.outfile import write_atomic
 
-    text = files("kvplan").joinpath("starter_scenario.yaml").read_text(encoding="utf-8")
+    text = files("kvplan.cli").joinpath("starter_scenario.yaml").read_text(encoding="utf-8")
     if str(path) == "-":
         typer.echo(text, nl=False)
         return

@@ -7,8 +7,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from ..footprint import Footprint
-from ..units import ceil_bytes, format_bytes, format_int, format_tokens
+from ..core.units import ceil_bytes, format_bytes, format_int, format_tokens
+from ..planning.footprint import Footprint
 
 
 def console() -> Console:

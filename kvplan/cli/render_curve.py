@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ..curve import Y_UNITS
-from ..units import format_tokens
+from ..core.units import format_tokens
+from ..planning.curve import Y_UNITS
 from .render import console
 
 

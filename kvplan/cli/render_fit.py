@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ..fit import FitResult
-from ..units import GiB, format_tokens
+from ..core.units import GiB, format_tokens
+from ..planning.fit import FitResult
 from .render import console
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich import box
 from rich.table import Table
 
-from ..scenario import PlanReport
-from ..scenario_report import (
+from ..planning.scenario import PlanReport
+from ..report.plan_report import (
     detail_lines,
     headers,
     headline,

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..footprint import kv_footprint
-from ..records import size_record
-from ..resolve import load_model
+from ..loaders.resolve import load_model
+from ..planning.footprint import kv_footprint
+from ..report.size_record import size_record
 from .emit import emit
 from .options import Refresh, Revision, Token, parse_contexts, parse_state_dtype
 

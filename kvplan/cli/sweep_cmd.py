@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 EXAMPLES = """\b
 Examples:
@@ -21,7 +21,7 @@ def _split(values: list[str] | None, default: list[str]) -> list[str]:
 
 
 def _ints(values: list[str] | None, default: str, flag: str) -> list[int]:
-    from ..grid import parse_axis
+    from ..core.grid import parse_axis
 
     return parse_axis(",".join(values) if values else default, flag, tokens=False)
 
@@ -52,9 +52,9 @@ def sweep(
     yes: Annotated[bool, typer.Option("--yes", help="Allow grids over 10 million rows.")] = False,
 ) -> None:
     """Evaluate every combination; print or write the table."""
-    from ..grid import parse_axis
-    from ..report import FORMATS, write
-    from ..sweep import Grid, apply_where, check, parse_where, rank
+    from ..core.grid import parse_axis
+    from ..planning.sweep import Grid, apply_where, check, parse_where, rank
+    from ..report.frames import FORMATS, write
 
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")
@@ -76,7 +76,7 @@ def sweep(
         pair = (parse_axis(prompt, "--request")[0], parse_axis(out, "--request")[0])
         grid = replace(grid, request=pair)
     check(grid, yes)
-    from ..sweep import sweep as run_sweep
+    from ..planning.sweep import sweep as run_sweep
 
     if grid.rows >= 100_000:
         from rich.progress import Progress

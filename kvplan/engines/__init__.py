@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ..errors import InputError
-from ..suggest import did_you_mean
+from ..core.errors import InputError
+from ..core.suggest import did_you_mean
 from .base import EngineLayout
 
 #: Engine name -> (module, factory); a module is imported only when its engine is used.

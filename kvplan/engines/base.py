@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import InputError, ParallelismError
-from ..tokens import (
+from ..core.errors import InputError, ParallelismError
+from ..core.tokens import (
     chunked_blocks_peak,
     fixed_cache_blocks,
     full_blocks,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .base import EngineLayout
 
 DEFAULT_VERSION = "master"

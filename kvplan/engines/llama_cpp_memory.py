@@ -6,8 +6,8 @@ could use; ``llama-server -np N`` splits ``-c`` into N slots (non-unified KV).
 
 from __future__ import annotations
 
-from ..budget import Budget, BudgetInputs, assemble
-from ..units import MiB
+from ..core.budget import Budget, BudgetInputs, assemble
+from ..core.units import MiB
 
 
 def compute_buffer_estimate(i: BudgetInputs) -> tuple[int, str]:

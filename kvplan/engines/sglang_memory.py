@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..budget import Budget, BudgetInputs, assemble
-from ..units import GiB, MiB
+from ..core.budget import Budget, BudgetInputs, assemble
+from ..core.units import GiB, MiB
 
 
 def gpu_defaults(total_bytes: int, tp: int) -> tuple[int, int]:

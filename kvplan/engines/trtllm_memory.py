@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..budget import Budget, BudgetInputs, assemble
-from ..units import GiB
+from ..core.budget import Budget, BudgetInputs, assemble
+from ..core.units import GiB
 
 DEFAULT_FRACTION = Fraction(9, 10)
 

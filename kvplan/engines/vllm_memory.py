@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..budget import Budget, BudgetInputs, assemble
-from ..units import GiB, MiB
+from ..core.budget import Budget, BudgetInputs, assemble
+from ..core.units import GiB, MiB
 from .base import version_tuple
 
 

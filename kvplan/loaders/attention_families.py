@@ -16,7 +16,7 @@ Layer patterns follow the transformers config classes (v4.5x / v5), which vLLM m
 
 from __future__ import annotations
 
-from ..layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
+from ..core.layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
 from .fields import Fields
 
 QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",

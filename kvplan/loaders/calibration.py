@@ -1,5 +1,5 @@
 """Measured efficiency factors from calibrated runs (``calibrate/runs/*.json``, written by the
-calibration harness), replacing the defaults of ``kvplan.perf.Efficiency`` for that GPU.
+calibration harness), replacing the defaults of ``kvplan.core.perf.Efficiency`` for that GPU.
 
 A run file is JSON with at least ``{"gpu": "<hardware_specs key>", "efficiency":
 {"hbm_bandwidth": 0.87, "flops": 0.64}}`` plus its provenance (device, driver, versions, date,
@@ -13,15 +13,14 @@ import json
 import os
 from pathlib import Path
 
-from ..perf import Efficiency
-
-_HERE = Path(__file__).resolve().parents[2]
+from ..core.perf import Efficiency
+from .data_dirs import data_dir
 
 
 def run_dirs() -> list[Path]:
     extra = [Path(p).expanduser() for p in os.environ.get("KVPLAN_CALIBRATION_PATH", "").split(
         os.pathsep) if p]
-    return [*extra, _HERE / "calibrate" / "runs"]
+    return [*extra, data_dir("calibrate/runs")]
 
 
 def measured_efficiency(gpu_key: str) -> Efficiency | None:

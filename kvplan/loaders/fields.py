@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtypes import canonical_dtype
-from ..errors import ConfigError
+from ..core.dtypes import canonical_dtype
+from ..core.errors import ConfigError
 
 _MISSING = object()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import KvplanError
+from ..core.errors import KvplanError
 
 
 def read_text(path: Path, error: type[KvplanError], encoding: str = "utf-8") -> str:

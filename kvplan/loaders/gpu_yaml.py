@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
-from ..errors import GpuSpecError, KvplanError
-from ..formats import parse_format
-from ..gpu import ARCHITECTURES, FLOP_DTYPES, GpuSpec
+from ..core.errors import GpuSpecError, KvplanError
+from ..core.formats import parse_format
+from ..core.gpu import ARCHITECTURES, FLOP_DTYPES, GpuSpec
 from .yaml_file import read_yaml, validation_error
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError
-from ..model import Model
+from ..core.errors import ConfigError
+from ..core.model import Model
 from .attention_families import parse_mla, parse_standard
 from .fields import Fields
 from .ssm_families import (

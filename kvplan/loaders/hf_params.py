@@ -8,11 +8,11 @@ multimodal wrappers are not counted (a note says so).
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from ..layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, MultiHeadLatent, SlidingWindow
-from ..model import Model
-from ..units import cdiv
-from ..weights import Tensor, Weights
+from ..core.errors import ConfigError
+from ..core.layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, MultiHeadLatent, SlidingWindow
+from ..core.model import Model
+from ..core.units import cdiv
+from ..core.weights import Tensor, Weights
 from .fields import Fields
 from .hf_config import text_fields
 

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import HubError
+from ..core.errors import HubError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 COMMIT = re.compile(r"^[0-9a-f]{40}$")

@@ -1,6 +1,6 @@
 """``quantization_config`` (config.json) or ``--weight-dtype`` -> ``WeightFormat``.
 
-Recognised ``quant_method`` values and what they store (see ``kvplan.weights.WeightFormat``
+Recognised ``quant_method`` values and what they store (see ``kvplan.core.weights.WeightFormat``
 for the bytes): ``fp8`` (per-tensor, or ``weight_block_size`` blocks as DeepSeek-V3),
 ``fbgemm_fp8`` (per channel), ``compressed-tensors`` (float8 tensor/channel/block, int4/int8
 groups), ``awq`` and ``gptq`` (int4 with group size), ``mxfp4`` (gpt-oss: routed experts
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError, InputError
-from ..model import Model
-from ..weights import WeightFormat
+from ..core.errors import ConfigError, InputError
+from ..core.model import Model
+from ..core.weights import WeightFormat
 
 #: ``--weight-dtype`` names -> (scheme, extra settings). Dense names take the dtype itself.
 CLI_FORMATS: dict[str, dict[str, Any]] = {

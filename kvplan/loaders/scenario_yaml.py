@@ -1,4 +1,4 @@
-"""Scenario YAML (``kvplan: 1``) -> ``kvplan.scenario_spec.Scenario``.
+"""Scenario YAML (``kvplan: 1``) -> ``kvplan.core.scenario_spec.Scenario``.
 
 Pydantic models with ``extra="forbid"``; every problem in the file is reported at once, one
 ``file:line: field: message`` line each, an unknown key with the closest valid one. Token
@@ -16,12 +16,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from ..errors import InputError, ScenarioError
-from ..scenario_eval import Extras, Slo, Tier
-from ..scenario_spec import SEARCH_PP, SEARCH_TP, Hardware, Scenario, Serving
-from ..suggest import close_matches
-from ..units import parse_bytes, parse_tokens
-from ..workload import KINDS, Dist, Workload, fixed, lognormal_from_percentiles
+from ..core.errors import InputError, ScenarioError
+from ..core.scenario_spec import SEARCH_PP, SEARCH_TP, Hardware, Scenario, Serving
+from ..core.suggest import close_matches
+from ..core.units import parse_bytes, parse_tokens
+from ..core.workload import KINDS, Dist, Workload, fixed, lognormal_from_percentiles
+from ..planning.scenario_eval import Extras, Slo, Tier
 from .trace import read_trace
 from .yaml_file import error_lines, problem_line, read_yaml
 
@@ -411,12 +411,12 @@ def _local(name: str, base: Path) -> str:
 def _check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> list[str]:
     """Engines, KV formats, weight dtype, GPUs and models resolve now, so a typo is one line
     at its key like any other problem (Hub models are fetched when planned)."""
+    from ..core.errors import KvplanError
+    from ..core.formats import parse_format
     from ..engines import get_engine
-    from ..errors import KvplanError
-    from ..formats import parse_format
-    from ..hardware import load_gpu
-    from ..resolve import HUB_ID, load_model
+    from .hardware import load_gpu
     from .quant_config import CLI_FORMATS, normalize_weight_dtype
+    from .resolve import HUB_ID, load_model
 
     out: list[str] = []
     base = path.parent
@@ -474,7 +474,7 @@ def _check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> 
         v = _local(value, base)
         names[key] = v
         if v == value and HUB_ID.match(value) and not Path(value).exists():
-            from ..builtins import find
+            from .builtins import find
 
             if find(value) is None:
                 continue  # a Hub id: fetched (or found in the cache) when planned

@@ -24,7 +24,7 @@ Field names and defaults are those of the transformers config classes (and, for 
 
 from __future__ import annotations
 
-from ..layers import FullAttention, LinearAttention, Mamba
+from ..core.layers import FullAttention, LinearAttention, Mamba
 from .attention_families import attention_shape, attention_spec, layer_kinds
 from .fields import Fields
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import InputError, ScenarioError
+from ..core.errors import InputError, ScenarioError
 from .files import read_text
 
 PROMPT_KEYS = ("prompt_tokens", "input_tokens", "prompt_len", "input_len", "num_prompt_tokens",

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import KvplanError
+from ..core.errors import KvplanError
 from .files import read_text
 
 NUMERIC_LOOKING = re.compile(r"^[+-]?(\d[\d_]*)?\.?\d*([eE][+-]?\d+)?$")

@@ -41,7 +41,7 @@ FP8_ARCHS = ("ada", "hopper", "blackwell", "cdna3", "cdna4")
 ANY_GPU = ("any",)
 
 #: Scale / zero-point element types a parametrised format accepts, beyond the float dtypes of
-#: ``kvplan.dtypes`` (fp32, bf16, fp16, fp8 ...).
+#: ``kvplan.core.dtypes`` (fp32, bf16, fp16, fp8 ...).
 EXTRA_SCALE_BITS = {"int8": 8, "e8m0": 8, "none": 0}
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.perf import StepModel, cost_per_mtok_usd, tokens_per_s, tpot_s
 from .fit import FitResult, concurrency_at
-from .perf import StepModel, cost_per_mtok_usd, tokens_per_s, tpot_s
 
 X_AXES = ("context", "batch", "position")
 Y_AXES = ("concurrency", "throughput", "tpot", "cost")

@@ -11,18 +11,17 @@ import re
 from functools import cache, lru_cache
 from pathlib import Path
 
-from .errors import GpuSpecError, UnknownGpuError
-from .gpu import GpuSpec
-from .suggest import close_matches
+from ..core.errors import GpuSpecError, UnknownGpuError
+from ..core.gpu import GpuSpec
+from ..core.suggest import close_matches
+from .data_dirs import data_dir
 
-_HERE = Path(__file__).resolve().parent
 ENV_VAR = "KVPLAN_HARDWARE_PATH"
 VENDOR_WORDS = ("nvidia", "amd", "instinct", "geforce")
 
 
 def builtin_dir() -> Path:
-    packaged = _HERE / "_data" / "hardware_specs"
-    return packaged if packaged.is_dir() else _HERE.parent / "hardware_specs"
+    return data_dir("hardware_specs")
 
 
 def search_dirs() -> list[Path]:
@@ -49,7 +48,7 @@ def _files(dirs: tuple[Path, ...]) -> list[Path]:
 
 @cache
 def _load(path: Path) -> GpuSpec:
-    from .loaders.gpu_yaml import gpu_from_file
+    from .gpu_yaml import gpu_from_file
 
     return gpu_from_file(path)
 
@@ -73,7 +72,7 @@ def _names(path: Path) -> list[str]:
                     *(a.strip() for a in aliases.group(1).split(",") if a.strip())]
         data = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        from .loaders.yaml_file import read_yaml
+        from .yaml_file import read_yaml
 
         data, _ = read_yaml(path, GpuSpecError)  # raises the one-line error
     if not isinstance(data, dict):

@@ -3,7 +3,7 @@
 ``layer_cost`` turns a layer spec into a ``LayerCost``: the bytes one token adds (attention
 kinds) or the constant state (Mamba, linear attention), whole model and per TP rank, with the
 engine's rules for MLA, conv-state width and state dtypes, and the TP splitting rules of
-``kvplan.parallel``.
+``kvplan.core.parallel``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .dtypes import dtype_bytes
-from .engines import EngineLayout
-from .formats import KvFormatPair
-from .layers import (
+from ..core.dtypes import dtype_bytes
+from ..core.formats import KvFormatPair
+from ..core.layers import (
     ChunkedLocal,
     FullAttention,
     LayerSpec,
@@ -23,8 +22,9 @@ from .layers import (
     MultiHeadLatent,
     SlidingWindow,
 )
-from .model import Model
-from .parallel import split_heads
+from ..core.model import Model
+from ..core.parallel import split_heads
+from . import EngineLayout
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import InputError
+from ..core.errors import InputError
 
 
 def refuse_existing(path: Path, force: bool, flag: str = "--output") -> None:

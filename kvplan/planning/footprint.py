@@ -1,6 +1,6 @@
 """The KV footprint of one sequence: per layer kind, per context, per GPU. Pure.
 
-``kv_footprint`` prices each distinct layer spec once (``kvplan.costs.layer_cost``: bytes per
+``kv_footprint`` prices each distinct layer spec once (``kvplan.engines.costs.layer_cost``: bytes per
 token or constant state under the engine layout, storage formats and TP degree), then for each
 context adds up the bytes every GPU holds, with block rounding and window caps, and reports the
 busiest GPU.
@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
-from .costs import LayerCost, layer_cost
-from .engines import EngineLayout, get_engine
-from .errors import InputError
-from .formats import KvFormatPair, parse_format
-from .layers import LayerSpec
-from .model import Model
-from .parallel import check_degree, pp_stages
-from .units import ceil_bytes
+from ..core.errors import InputError
+from ..core.formats import KvFormatPair, parse_format
+from ..core.layers import LayerSpec
+from ..core.model import Model
+from ..core.parallel import check_degree, pp_stages
+from ..core.units import ceil_bytes
+from ..engines import EngineLayout, get_engine
+from ..engines.costs import LayerCost, layer_cost
 
 
 class SequenceBytes(NamedTuple):

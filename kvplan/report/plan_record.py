@@ -9,7 +9,7 @@ seconds, money USD, sizes bytes; keep the names stable.
 
 from __future__ import annotations
 
-from .scenario import Outcome, PlanReport
+from ..planning.scenario import Outcome, PlanReport
 
 
 def _ms(v: float | None) -> float | None:

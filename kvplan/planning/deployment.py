@@ -1,17 +1,17 @@
 """Loading and planning for the curve and sweep commands: resolve the model and GPUs, plan
 each (GPU, KV format) with ``plan_fit`` and build its performance model. Sits above the
-loaders; the math is in ``kvplan.fit``, ``kvplan.perf`` and ``kvplan.curve``."""
+loaders; the math is in ``kvplan.planning.fit``, ``kvplan.core.perf`` and ``kvplan.planning.curve``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..core.gpu import GpuSpec
+from ..core.perf import Efficiency, StepModel
+from ..core.units import parse_tokens
 from .curve import Series, series
 from .fit import FitRequest, FitResult, plan_fit
-from .gpu import GpuSpec
-from .perf import Efficiency, StepModel
 from .perf_model import step_model
-from .units import parse_tokens
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def _from_spec(gpu: GpuSpec) -> Efficiency:
 
 
 def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None) -> Efficiency:
-    from .loaders.calibration import measured_efficiency
+    from ..loaders.calibration import measured_efficiency
 
     base = measured_efficiency(gpu.key) or _from_spec(gpu)
     if hbm is not None or flops is not None:
@@ -52,8 +52,8 @@ def plan(model, gpu: GpuSpec, *, kv_dtype: str, weight_dtype: str | None, engine
          weights=None) -> tuple[FitResult, StepModel]:
     """Plan one configuration; ``weights`` (the model's inventory) may be passed in when the
     same model is planned many times (a sweep)."""
-    from .loaders.hf_params import weight_inventory
-    from .loaders.quant_config import weight_format
+    from ..loaders.hf_params import weight_inventory
+    from ..loaders.quant_config import weight_format
 
     req = FitRequest(model=model, weights=weights or weight_inventory(model),
                      weight_format=weight_format(model, weight_dtype), gpu=gpu, engine=engine,
@@ -67,9 +67,9 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
                  weight_dtype: str | None, engine: str, tp: int, pp: int, x: str, y: str,
                  xs: list[int], context: str, batch: int | None, price: float | None,
                  hbm_efficiency: float | None, flops_efficiency: float | None) -> CurveResult:
-    from .errors import InputError
-    from .hardware import load_gpu
-    from .resolve import load_model
+    from ..core.errors import InputError
+    from ..loaders.hardware import load_gpu
+    from ..loaders.resolve import load_model
 
     m = load_model(model_name)
     try:

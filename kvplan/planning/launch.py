@@ -10,7 +10,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING
 
-from .engines.vllm_memory import default_utilization
+from ..engines.vllm_memory import default_utilization
 
 if TYPE_CHECKING:
     from .fit import FitResult

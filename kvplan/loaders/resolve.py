@@ -10,11 +10,11 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from ..core.errors import ConfigError, UnknownModelError
+from ..core.model import Model
 from . import builtins
-from .errors import ConfigError, UnknownModelError
-from .loaders.files import read_text
-from .loaders.hf_config import parse_config
-from .model import Model
+from .files import read_text
+from .hf_config import parse_config
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
 
@@ -55,7 +55,7 @@ def load_model(model: str, *, revision: str | None = None, token: str | None = N
 
 def load_hub_model(model: str, *, revision: str | None = None, token: str | None = None,
                    refresh: bool = False) -> Model:
-    from .loaders.hub import fetch_config
+    from .hub import fetch_config
 
     repo_id, _, at = model.partition("@")
     if at and revision and at != revision:

@@ -1,7 +1,7 @@
 """``kvplan fit``: does a model fit on a GPU at a context, with how many sequences, and what
-should the engine be told. Pure: composes the footprint (``kvplan.footprint``), the weight
-bytes (``kvplan.weights``), the engine's memory budget (``kvplan.engines.*_memory``) and the
-paged pool arithmetic (``kvplan.kvpool``).
+should the engine be told. Pure: composes the footprint (``kvplan.planning.footprint``), the weight
+bytes (``kvplan.core.weights``), the engine's memory budget (``kvplan.engines.*_memory``) and the
+paged pool arithmetic (``kvplan.engines.kvpool``).
 
 Per pipeline stage the engine sizes its own pool from that stage's weights and layers; vLLM
 then gives every stage the smallest block count, so the busiest GPU is the stage with the
@@ -14,13 +14,16 @@ import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from .budget import Budget, BudgetInputs
-from .costs import LayerCost
-from .engines import EngineLayout, get_engine
-from .errors import InputError, ParallelismError
-from .footprint import Footprint, kv_footprint, resolve_formats
-from .gpu import GpuSpec
-from .kvpool import (
+from ..core.budget import Budget, BudgetInputs
+from ..core.errors import InputError, ParallelismError
+from ..core.gpu import GpuSpec
+from ..core.model import Model
+from ..core.parallel import pp_stages
+from ..core.units import cdiv, ceil_bytes
+from ..core.weights import WeightFormat, Weights, weight_bytes
+from ..engines import EngineLayout, get_engine
+from ..engines.costs import LayerCost
+from ..engines.kvpool import (
     PoolGroups,
     PoolLayer,
     vllm_groups,
@@ -29,10 +32,7 @@ from .kvpool import (
     vllm_num_blocks,
     vllm_pool_tokens,
 )
-from .model import Model
-from .parallel import pp_stages
-from .units import cdiv, ceil_bytes
-from .weights import WeightFormat, Weights, weight_bytes
+from .footprint import Footprint, kv_footprint, resolve_formats
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
     block = req.block_size_tokens
     if layout.name != "vllm":
         return (block or layout.default_block_size_tokens), notes
-    from .engines.vllm_memory import mla_block_size
+    from ..engines.vllm_memory import mla_block_size
 
     kinds = {spec.kind for spec in model.cache_layers}
     if "mla" in kinds and block is None:
@@ -175,19 +175,19 @@ def _hybrid_unify(fp_costs, layout, block, user_block) -> tuple[int, int | None,
 
 
 def _budget(layout: EngineLayout, inputs: BudgetInputs, last_stage: bool) -> Budget:
-    from .engines import vllm_memory
+    from ..engines import vllm_memory
 
     if layout.name == "vllm":
         return vllm_memory.vllm_budget(inputs, layout.version, last_stage=last_stage)
     activation = vllm_memory.activation_estimate(inputs, "main", last_stage)
     if layout.name == "sglang":
-        from .engines.sglang_memory import sglang_budget
+        from ..engines.sglang_memory import sglang_budget
         return sglang_budget(inputs, layout.version, activation)
     if layout.name == "trtllm":
-        from .engines.trtllm_memory import trtllm_budget
+        from ..engines.trtllm_memory import trtllm_budget
         return trtllm_budget(inputs, layout.version, activation)
     if layout.name == "llama.cpp":
-        from .engines.llama_cpp_memory import llama_cpp_budget
+        from ..engines.llama_cpp_memory import llama_cpp_budget
         return llama_cpp_budget(inputs, layout.version)
     raise InputError(f"{layout.name} has no memory budget model; use vllm, sglang, trtllm or "
                      "llama.cpp", field="--engine")
@@ -225,7 +225,7 @@ def plan_fit(req: FitRequest) -> FitResult:
     if req.draft and req.pp > 1 and layout.name == "vllm":
         raise ParallelismError("vLLM runs speculative decoding without pipeline parallelism; "
                                "use --pp 1", field="pp")
-    from .engines.vllm_memory import serve_defaults
+    from ..engines.vllm_memory import serve_defaults
 
     total = req.total_memory_bytes or req.gpu.memory_driver_total_bytes
     dflt_tokens, dflt_seqs = serve_defaults(total, req.gpu.name)
@@ -461,7 +461,7 @@ def _token_pool(req, layout, costs, pool, seq_bytes, block, ctx, max_model_len):
     conc = max((pool - prefix) // seq, 0) if seq > 0 else 0
     swa = [c for c in attn if _pool_kind(c) == "sliding"]
     if layout.name == "sglang" and swa and len(swa) < len(attn):
-        from .engines.sglang_memory import sglang_pool_tokens
+        from ..engines.sglang_memory import sglang_pool_tokens
 
         full_tokens, swa_tokens = sglang_pool_tokens(pool, cell, block, len(attn) - len(swa), len(swa))
         held_full = cdiv(ctx, block) * block
@@ -514,7 +514,7 @@ def pool_usage_fn(r: FitResult, prefix_tokens: int = 0):
         attn = [c for c in costs if not c.state_bytes_per_rank]
         swa = [c for c in attn if _pool_kind(c) == "sliding"]
         if r.layout.name == "sglang" and swa and len(swa) < len(attn):
-            from .engines.sglang_memory import sglang_pool_tokens
+            from ..engines.sglang_memory import sglang_pool_tokens
 
             cell = ceil_bytes(sum((c.rank_bytes_for_tokens(1) for c in attn), Fraction(0)))
             full_tokens, swa_tokens = sglang_pool_tokens(pool, cell, block, len(attn) - len(swa),
@@ -559,7 +559,7 @@ SEARCH_PP = (1, 2, 3, 4, 6, 8)
 
 def _search(req: FitRequest, target: int) -> tuple[int, int, int | None]:
     """The smallest TP (then PP) on this GPU whose plan reaches ``target`` sequences."""
-    from .errors import KvplanError
+    from ..core.errors import KvplanError
 
     options = sorted(((tp, pp) for tp in SEARCH_TP for pp in SEARCH_PP), key=lambda x: (x[0] * x[1], x[1]))
     if req.weight_memory_bytes is not None:

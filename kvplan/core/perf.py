@@ -1,7 +1,7 @@
 """Roofline latency and throughput of a planned deployment, per GPU. Pure.
 
 Every formula is written with arithmetic only (no ``max``/``min`` calls on values), so the
-same code runs on Python numbers and on numpy arrays (``kvplan.sweep`` evaluates whole grids
+same code runs on Python numbers and on numpy arrays (``kvplan.planning.sweep`` evaluates whole grids
 with it). Units are in the names: bytes, FLOPs, seconds.
 
 Decode step of a batch of B sequences at context n, on the busiest GPU (one pipeline stage):
@@ -63,7 +63,8 @@ class KvRead:
 
 @dataclass(frozen=True)
 class StepModel:
-    """One deployment's per-GPU terms (the busiest pipeline stage), built by ``kvplan.perf_model``."""
+    """One deployment's per-GPU terms (the busiest pipeline stage), built by
+    ``kvplan.planning.perf_model``."""
 
     weight_bytes: float  # non-expert weights read by every step (embedding lookup excluded)
     expert_bytes: float  # one routed expert of one MoE layer on this GPU

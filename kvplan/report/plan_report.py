@@ -1,13 +1,13 @@
 """PlanReport -> the rows and sections every format shares, and the markdown and HTML reports.
 Pure string building; the HTML is one self-contained file with inline SVG plots
-(``kvplan.svg``), no scripts and no external assets."""
+(``kvplan.report.svg``), no scripts and no external assets."""
 
 from __future__ import annotations
 
 import html
 
-from .scenario import Outcome, PlanReport
-from .units import GiB
+from ..core.units import GiB
+from ..planning.scenario import Outcome, PlanReport
 
 HEADERS = ("#", "GPU", "engine", "TP x PP", "KV", "status", "fits (req)", "batch", "replicas",
            "GPUs", "TTFT p{q}", "TPOT p{q}", "$/hour", "$/M out tok", "$/request", "headroom")
@@ -200,7 +200,7 @@ tr.ok td{background:#eefaee}pre{background:#f6f6f6;padding:8px;white-space:pre-w
 
 
 def html_report(rep: PlanReport) -> str:
-    from .scenario_plots import budget_bars, concurrency_plot, cost_plot
+    from .plan_plots import budget_bars, concurrency_plot, cost_plot
 
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>kvplan plan: "

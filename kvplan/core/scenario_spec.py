@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .scenario_eval import Extras, Slo
+from ..planning.scenario_eval import Extras, Slo
 from .workload import Workload
 
 SEARCH_TP = (1, 2, 4, 8)

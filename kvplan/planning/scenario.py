@@ -1,6 +1,7 @@
 """``kvplan plan``: every candidate configuration a scenario leaves open, planned with
 ``plan_fit``, timed with the roofline, evaluated against the workload, ranked. Sits above the
-loaders; the math is in ``kvplan.fit``, ``kvplan.perf`` and ``kvplan.scenario_eval``."""
+loaders; the math is in ``kvplan.planning.fit``, ``kvplan.core.perf`` and
+``kvplan.planning.scenario_eval``."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import itertools
 import re
 from dataclasses import dataclass, replace
 
-from .errors import KvplanError
+from ..core.errors import KvplanError
+from ..core.gpu import GpuSpec
+from ..core.perf import Efficiency, StepModel
+from ..core.scenario_spec import Scenario
+from ..core.workload import Request, Stats, conversations_for, sample, stats
 from .fit import Draft, FitRequest, FitResult, plan_fit
-from .gpu import GpuSpec
-from .perf import Efficiency, StepModel
 from .perf_model import step_model
 from .scenario_eval import Evaluation, Fleet, evaluate
-from .scenario_spec import Scenario
-from .workload import Request, Stats, conversations_for, sample, stats
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,11 @@ def _rank_key(o: Outcome):
 
 
 def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None = None) -> PlanReport:
+    from ..loaders.hf_params import weight_inventory
+    from ..loaders.quant_config import weight_format
+    from ..loaders.resolve import load_model
+    from .deployment import efficiency_for
     from .launch import launch_commands
-    from .loaders.hf_params import weight_inventory
-    from .loaders.quant_config import weight_format
-    from .planning import efficiency_for
-    from .resolve import load_model
 
     seed = sc.seed if seed is None else seed
     samples = sc.samples if samples is None else samples
@@ -137,7 +138,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
           "output_tokens": stats([x.output_tokens for x in kept], q),
           "final_tokens": stats([x.final_tokens for x in kept], q)}
 
-    from .hardware import load_gpu
+    from ..loaders.hardware import load_gpu
 
     gpus = [load_gpu(g) for g in sc.hardware.gpus]
     outcomes: list[Outcome] = []

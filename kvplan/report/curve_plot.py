@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .curve import Y_UNITS, Series
-from .errors import InputError
+from ..core.errors import InputError
+from ..planning.curve import Y_UNITS, Series
 
 X_LABELS = {"context": "context (tokens)", "batch": "batch (sequences)",
             "position": "position of the generated token (tokens)"}

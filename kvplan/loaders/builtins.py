@@ -12,16 +12,14 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import ConfigError
-from .suggest import close_matches
-
-_HERE = Path(__file__).resolve().parent
+from ..core.errors import ConfigError
+from ..core.suggest import close_matches
+from .data_dirs import data_dir
 
 
 def specs_dir() -> Path:
     """``kvplan/_data/model_specs`` in an installed wheel, else the repository's folder."""
-    packaged = _HERE / "_data" / "model_specs"
-    return packaged if packaged.is_dir() else _HERE.parent / "model_specs"
+    return data_dir("model_specs")
 
 
 def normalize(name: str) -> str:

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from .errors import InputError
+from ..core.errors import InputError
 
 FORMATS = ("csv", "parquet", "json", "md")
 

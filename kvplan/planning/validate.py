@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from .errors import KvplanError
+from ..core.errors import KvplanError
 
 SCHEMA = "kvplan-calibration-run"
 SUPPORTED_VERSIONS = (1,)
@@ -39,8 +39,8 @@ class Verdict:
 def footprint_prediction(inputs: dict) -> int:
     """kvplan's bytes for a footprint case on rank 0: pages x blocks + states x sequences, or,
     with ``context_tokens``, one sequence's bytes at that context (vLLM layout)."""
+    from ..loaders.resolve import load_model
     from .footprint import kv_footprint
-    from .resolve import load_model
 
     m = load_model(inputs["model"])
     block = inputs["block_size_tokens"]
@@ -61,7 +61,7 @@ def footprint_prediction(inputs: dict) -> int:
 
 def decode_prediction(i: dict) -> float:
     """The performance model's step time for a synthetic decode-step case."""
-    from .perf import Efficiency, KvRead, StepModel, decode_step
+    from ..core.perf import Efficiency, KvRead, StepModel, decode_step
 
     hd = i["hidden"] // i["heads"]
     e = i["element_bytes"]
@@ -144,8 +144,7 @@ def validate(paths: list[Path]) -> list[Verdict]:
 
 
 def default_runs() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    for folder in (here / "_data" / "calibrate" / "runs", here.parent / "calibrate" / "runs"):
-        if folder.is_dir():
-            return sorted(folder.glob("*.json"))
-    return []
+    from ..loaders.data_dirs import data_dir
+
+    folder = data_dir("calibrate/runs")
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []

@@ -1,9 +1,9 @@
 """``kvplan sweep``: a grid over models x GPUs x TP x PP x KV formats x contexts x batches as
-a pandas DataFrame. Reports layer (the only pandas import with ``kvplan.report``).
+a pandas DataFrame. Reports layer (the only pandas import with ``kvplan.report.frames``).
 
 Each (model, GPU, TP, PP, KV format) is planned once with ``plan_fit`` (at the grid's longest
 context); its concurrency is evaluated per context, and the roofline formulas of
-``kvplan.perf`` run over the whole context x batch block as numpy arrays (no Python loop per
+``kvplan.core.perf`` run over the whole context x batch block as numpy arrays (no Python loop per
 row).
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, KvplanError
+from ..core.errors import InputError, KvplanError
+from ..core.perf import compute_bound_batch, cost_per_mtok_usd, decode_step, prefill_s, tpot_s
 from .fit import concurrency_at
-from .perf import compute_bound_batch, cost_per_mtok_usd, decode_step, prefill_s, tpot_s
 
 COLUMNS = ["model", "gpu", "tp", "pp", "gpus", "engine", "kv_dtype", "weight_dtype",
            "context_tokens", "batch", "fits", "max_concurrency", "kv_pool_bytes", "tpot_ms",
@@ -112,8 +112,8 @@ def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: f
 
 def _names(model, grid: Grid, kv: str) -> tuple[str, str]:
     """The resolved KV and weight format names (as planned rows show them), or the raw ones."""
+    from ..loaders.quant_config import weight_format
     from .fit import resolve_kv_format
-    from .loaders.quant_config import weight_format
 
     try:
         kv = resolve_kv_format(model, grid.engine, kv)
@@ -129,15 +129,15 @@ def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataF
     """The whole grid as a DataFrame with ``COLUMNS``. A configuration that cannot be planned
     (a TP degree that does not divide the heads, ...) gives rows with ``fits`` false and the
     reason in ``error``."""
-    from .hardware import load_gpu
-    from .planning import efficiency_for, plan
-    from .resolve import load_model
+    from ..loaders.hardware import load_gpu
+    from ..loaders.resolve import load_model
+    from .deployment import efficiency_for, plan
 
     contexts = np.array(grid.contexts, dtype=np.int64)
     batches = np.array(grid.batches, dtype=np.int64)
     per_config = len(contexts) * len(batches)
     frames = []
-    from .loaders.hf_params import weight_inventory
+    from ..loaders.hf_params import weight_inventory
 
     models = [load_model(m) for m in grid.models]
     specs = [load_gpu(g) for g in grid.gpus]

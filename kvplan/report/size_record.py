@@ -6,8 +6,8 @@ Byte counts that are fractions (sub-byte formats) are rounded up to whole bytes 
 
 from __future__ import annotations
 
-from .footprint import Footprint
-from .units import ceil_bytes
+from ..core.units import ceil_bytes
+from ..planning.footprint import Footprint
 
 
 def size_record(fp: Footprint) -> dict:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from .units import cdiv
+from ..core.units import cdiv
 
 
 @dataclass(frozen=True)

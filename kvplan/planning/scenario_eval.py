@@ -1,6 +1,6 @@
 """One candidate deployment against a workload: the concurrency the workload reaches, the batch
 the SLOs allow, replicas, GPUs, cost, headroom, and the offload / preemption / disaggregation
-figures. Pure; composes ``kvplan.fit`` (memory) and ``kvplan.perf`` (time).
+figures. Pure; composes ``kvplan.planning.fit`` (memory) and ``kvplan.core.perf`` (time).
 
 Rules (each is repeated in the report's assumptions):
 - Memory: every request is counted at its peak (its last token), block-rounded, with the
@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from ..core.perf import StepModel, prefill_s, tpot_s
+from ..core.workload import Request, Workload, quantile
 from .fit import FitResult, pool_usage_fn, stage_bytes_fn
-from .perf import StepModel, prefill_s, tpot_s
-from .workload import Request, Workload, quantile
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 """The HTML report's plots for the best configurations: concurrency vs context, cost vs
-position (``kvplan.curve``), and each GPU's memory budget as a stacked bar. Pure."""
+position (``kvplan.planning.curve``), and each GPU's memory budget as a stacked bar. Pure."""
 
 from __future__ import annotations
 
-from .curve import series
-from .fit import pool_usage_fn, sequences_fitting
-from .scenario import Outcome
+from ..core.units import GiB
+from ..planning.curve import series
+from ..planning.fit import pool_usage_fn, sequences_fitting
+from ..planning.scenario import Outcome
 from .svg import line_chart, stacked_bars
-from .units import GiB
 
 
 def contexts(max_len: int) -> list[int]:

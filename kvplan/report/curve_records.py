@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .curve import Y_UNITS, Series
+from ..planning.curve import Y_UNITS, Series
 
 
 def rows(series: tuple[Series, ...]) -> list[dict]:

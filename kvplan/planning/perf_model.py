@@ -1,7 +1,7 @@
-"""A planned deployment (``FitResult``) -> the per-GPU terms of ``kvplan.perf.StepModel``. Pure.
+"""A planned deployment (``FitResult``) -> the per-GPU terms of ``kvplan.core.perf.StepModel``. Pure.
 
 The busiest pipeline stage is the one holding the most weight bytes. Tensors counted per GPU
-with the TP rules of ``kvplan.weights``; the embedding table (and a vision tower) is a lookup
+with the TP rules of ``kvplan.core.weights``; the embedding table (and a vision tower) is a lookup
 and is not read by a decode step, a tied LM head is (it is the embedding matrix).
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .costs import LayerCost
+from ..core.gpu import GpuSpec
+from ..core.layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
+from ..core.parallel import pp_stage_sizes, pp_stages
+from ..core.perf import Efficiency, KvRead, StepModel
+from ..core.weights import Tensor
+from ..engines.costs import LayerCost
 from .fit import FitResult
-from .gpu import GpuSpec
-from .layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
-from .parallel import pp_stage_sizes, pp_stages
-from .perf import Efficiency, KvRead, StepModel
-from .weights import Tensor
 
 
 def compute_dtype(gpu: GpuSpec, weight_scheme: str) -> str:

@@ -8,7 +8,7 @@ max_concurrency, engine_max_concurrency, fits, launch) are a public interface: k
 
 from __future__ import annotations
 
-from .fit import FitResult
+from ..planning.fit import FitResult
 
 
 def fit_record(r: FitResult) -> dict:

@@ -1,0 +1,14 @@
+"""Where kvplan's own data lives: ``kvplan/_data/<name>`` in an installed wheel (see
+``[tool.hatch.build.targets.wheel.force-include]`` in pyproject.toml), else the folder of that
+name at the root of a source checkout (``model_specs``, ``hardware_specs``, ``calibrate/runs``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def data_dir(name: str) -> Path:
+    packaged = _PACKAGE / "_data" / name
+    return packaged if packaged.is_dir() else _PACKAGE.parent / name
