@@ -5,11 +5,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..planning.scenario_eval import Extras, Slo
 from .workload import Workload
 
 SEARCH_TP = (1, 2, 4, 8)
 SEARCH_PP = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    percentile: float = 95.0
+
+
+@dataclass(frozen=True)
+class Tier:
+    bytes: int
+    bandwidth_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Extras:
+    cpu: Tier | None = None
+    nvme: Tier | None = None
+    preemption: str | None = None  # "recompute" | "swap"
+    disagg_link_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..core.errors import InputError, ScenarioError
-from ..core.scenario_spec import SEARCH_PP, SEARCH_TP, Hardware, Scenario, Serving
+from ..core.scenario_spec import SEARCH_PP, SEARCH_TP, Extras, Hardware, Scenario, Serving, Slo, Tier
 from ..core.suggest import close_matches
 from ..core.units import parse_bytes, parse_tokens
 from ..core.workload import KINDS, Dist, Workload, fixed, lognormal_from_percentiles
-from ..planning.scenario_eval import Extras, Slo, Tier
 from .trace import read_trace
 from .yaml_file import error_lines, problem_line, read_yaml
 

@@ -24,21 +24,9 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from ..core.perf import StepModel, prefill_s, tpot_s
+from ..core.scenario_spec import Extras, Slo, Tier
 from ..core.workload import Request, Workload, quantile
 from .fit import FitResult, pool_usage_fn, stage_bytes_fn
-
-
-@dataclass(frozen=True)
-class Slo:
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    percentile: float = 95.0
-
-
-@dataclass(frozen=True)
-class Tier:
-    bytes: int
-    bandwidth_bytes_per_s: float
 
 
 @dataclass(frozen=True)
@@ -46,14 +34,6 @@ class Fleet:
     gpus_per_node: int
     nodes: int | None  # None: as many as the workload needs
     price_usd_per_gpu_hour: float
-
-
-@dataclass(frozen=True)
-class Extras:
-    cpu: Tier | None = None
-    nvme: Tier | None = None
-    preemption: str | None = None  # "recompute" | "swap"
-    disagg_link_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)
