@@ -33,7 +33,7 @@ from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.resolve import load_model
 from kvplan.planning.curve import series
 from kvplan.planning.deployment import build_series, efficiency_for, plan
-from kvplan.planning.fit import concurrency_at
+from kvplan.planning.fit_pools import concurrency_at
 from kvplan.planning.sweep import Grid, check, sweep
 
 ROOT = Path(__file__).resolve().parent.parent

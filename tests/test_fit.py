@@ -30,7 +30,9 @@ from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.hf_params import weight_inventory
 from kvplan.loaders.quant_config import weight_format
 from kvplan.loaders.resolve import load_model
-from kvplan.planning.fit import Draft, FitRequest, plan_fit
+from kvplan.planning.fit import plan_fit
+from kvplan.planning.fit_types import Draft, FitRequest
+from kvplan.planning.launch import launch_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -220,7 +222,7 @@ def test_llama_3_70b_fp8_tp2_h200():
     assert r.kv_pool_tokens == nb * 16
     assert r.max_concurrency == nb // 2048
     assert r.engine_max_concurrency == pytest.approx(nb / 2048)
-    assert r.launch["vllm"].count("--tensor-parallel-size 2") == 1
+    assert launch_commands(r)["vllm"].count("--tensor-parallel-size 2") == 1
 
 
 # ---- 2. MLA MoE -------------------------------------------------------------------------------
@@ -458,8 +460,8 @@ def test_sglang_pool_with_given_fraction_h100():
     assert r.per_sequence_bytes == 8192 * cell
     assert r.max_concurrency == pool // (8192 * cell)
     assert r.engine_max_concurrency == pytest.approx((pool // cell) / 8192)
-    assert "--tp-size 1" in r.launch["sglang"]
-    assert "--mem-fraction-static 0.850" in r.launch["sglang"]
+    assert "--tp-size 1" in launch_commands(r)["sglang"]
+    assert "--mem-fraction-static 0.850" in launch_commands(r)["sglang"]
 
 
 def sglang_reserved_mib(tp: int = 1, pp: int = 1) -> Fraction:
@@ -505,7 +507,7 @@ def test_kv_cache_memory_is_the_pool():
     assert nb == 20_480
     assert r.kv_pool_tokens == 327_680
     assert r.max_concurrency == 40 and r.engine_max_concurrency == pytest.approx(40.0)
-    assert "--kv-cache-memory-bytes 42949672960" in r.launch["vllm"]
+    assert "--kv-cache-memory-bytes 42949672960" in launch_commands(r)["vllm"]
     odd = 12_345_678_901
     r = plan("llama-3-8b", "h200-sxm", tp=2, context_tokens=4096, kv_cache_memory_bytes=odd)
     page = 16 * 4 * 128 * 2 * 2  # tp 2: 4 KV heads per rank
@@ -549,7 +551,7 @@ def test_draft_same_page_joins_one_uniform_group():
     c70, c8 = config("llama-3-70b"), config("llama-3-8b")
     w = llama_bf16_stage_bytes(c70, 2, 80, True, True) + llama_bf16_stage_bytes(c8, 2, 32, True, True)
     assert r.budget.weights_bytes == w
-    assert '"num_speculative_tokens":4' in r.launch["vllm"]
+    assert '"num_speculative_tokens":4' in launch_commands(r)["vllm"]
 
 
 def test_draft_with_other_page_sums_pages():

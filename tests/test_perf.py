@@ -48,7 +48,7 @@ from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.resolve import load_model
 from kvplan.planning.curve import series
 from kvplan.planning.deployment import plan
-from kvplan.planning.fit import concurrency_at
+from kvplan.planning.fit_pools import concurrency_at
 
 ROOT = Path(__file__).resolve().parent.parent
 IDEAL = Efficiency(hbm_bandwidth=1.0, flops=1.0, interconnect=1.0, allreduce_latency_s=0.0,

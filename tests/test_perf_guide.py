@@ -7,7 +7,7 @@ from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.resolve import load_model
 from kvplan.planning.curve import series
 from kvplan.planning.deployment import plan
-from kvplan.planning.fit import concurrency_at
+from kvplan.planning.fit_pools import concurrency_at
 
 
 def test_32k_fp8_kv_read_per_step_on_h100():

@@ -125,7 +125,8 @@ def test_fixed_lengths_agree_with_fit(tmp_path, model, engine, prefix):
     from kvplan.loaders.hf_params import weight_inventory
     from kvplan.loaders.quant_config import weight_format
     from kvplan.loaders.resolve import load_model
-    from kvplan.planning.fit import FitRequest, plan_fit
+    from kvplan.planning.fit import plan_fit
+    from kvplan.planning.fit_types import FitRequest
 
     gpu = "h200" if model == "jamba-v0.1" else "h100"
     text = (BASE.replace("llama-3.1-8b", model).replace("gpu: h100", f"gpu: {gpu}")
@@ -367,7 +368,8 @@ def test_draft_model_joins_the_memory_plan(tmp_path):
     from kvplan.loaders.hf_params import weight_inventory
     from kvplan.loaders.quant_config import weight_format
     from kvplan.loaders.resolve import load_model
-    from kvplan.planning.fit import Draft, FitRequest, plan_fit
+    from kvplan.planning.fit import plan_fit
+    from kvplan.planning.fit_types import Draft, FitRequest
 
     text = BASE + "draft_model: {model: llama-3.2-1b, speculative_tokens: 4}\n"
     rep = run_scenario(load_scenario(write(tmp_path, text)), samples=10)
@@ -378,7 +380,7 @@ def test_draft_model_joins_the_memory_plan(tmp_path):
         kv_dtype="fp8", context_tokens=2200, search=False,
         draft=Draft(d, weight_inventory(d), weight_format(d, None), 4)))
     assert o.evaluation.memory_concurrency == fit.max_concurrency
-    assert '"num_speculative_tokens":4' in o.fit.launch["vllm"]
+    assert '"num_speculative_tokens":4' in o.launch["vllm"]
     assert any("speed-up of speculative decoding is not modelled" in a for a in rep.assumptions)
 
 
@@ -465,7 +467,7 @@ def test_max_model_len_that_does_not_fit_is_not_ok(tmp_path):
     e = rep.outcomes[0].evaluation
     assert not rep.outcomes[0].fit.fits and not e.fits and e.memory_concurrency > 1
     assert e.reasons[0].startswith("does not fit") and rep.best is None
-    assert rep.outcomes[0].fit.launch == {}
+    assert rep.outcomes[0].launch == {}
 
 
 @pytest.mark.parametrize("engine", ["sglang", "trtllm"])
@@ -474,7 +476,8 @@ def test_draft_kv_counts_on_token_engines(tmp_path, engine):
     from kvplan.loaders.hf_params import weight_inventory
     from kvplan.loaders.quant_config import weight_format
     from kvplan.loaders.resolve import load_model
-    from kvplan.planning.fit import Draft, FitRequest, plan_fit
+    from kvplan.planning.fit import plan_fit
+    from kvplan.planning.fit_types import Draft, FitRequest
 
     text = BASE.replace("tp: 1", f"tp: 1\n  engine: {engine}") + \
         "draft_model: {model: llama-3.2-1b, speculative_tokens: 4}\n"

@@ -39,7 +39,7 @@ def test_sglang_curve_and_fit_agree_on_hybrid_windows(capsys):
     from kvplan.loaders.hardware import load_gpu
     from kvplan.loaders.resolve import load_model
     from kvplan.planning.deployment import plan
-    from kvplan.planning.fit import concurrency_at
+    from kvplan.planning.fit_pools import concurrency_at
 
     d = _fit(capsys, "gemma-3-27b-it", "--gpu", "h100", "--engine", "sglang")
     r, _ = plan(load_model("gemma-3-27b-it"), load_gpu("h100"), kv_dtype="auto",

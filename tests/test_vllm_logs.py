@@ -21,7 +21,8 @@ from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.hf_params import weight_inventory
 from kvplan.loaders.quant_config import weight_format
 from kvplan.loaders.resolve import load_model
-from kvplan.planning.fit import FitRequest, plan_fit
+from kvplan.planning.fit import plan_fit
+from kvplan.planning.fit_types import FitRequest
 
 RECORDS = {r["id"]: r for r in json.loads(
     (Path(__file__).parent / "fixtures" / "vllm_logs.json").read_text())["records"]}

@@ -124,7 +124,8 @@ def fit(
     from ..loaders.hf_params import weight_inventory
     from ..loaders.quant_config import weight_format
     from ..loaders.resolve import load_model
-    from ..planning.fit import Draft, FitRequest, plan_fit
+    from ..planning.fit import plan_fit
+    from ..planning.fit_types import Draft, FitRequest
     from ..report.fit_record import fit_record
 
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 
 from ..core.units import GiB, format_tokens
-from ..planning.fit import FitResult
+from ..planning.fit_types import FitResult
+from ..planning.launch import launch_commands
 from .render import console
 
 
@@ -64,5 +65,5 @@ def render_fit(r: FitResult) -> None:
     for note in r.notes:
         out.print(f"note: {note}", style="dim")
     out.print("launch:")
-    for name, cmd in r.launch.items():
+    for name, cmd in launch_commands(r).items():
         out.print(f"  {name}: {cmd}", soft_wrap=True)

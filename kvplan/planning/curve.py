@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.perf import StepModel, cost_per_mtok_usd, tokens_per_s, tpot_s
-from .fit import FitResult, concurrency_at
+from .fit_pools import concurrency_at
+from .fit_types import FitResult
 
 X_AXES = ("context", "batch", "position")
 Y_AXES = ("concurrency", "throughput", "tpot", "cost")

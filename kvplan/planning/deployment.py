@@ -10,7 +10,8 @@ from ..core.gpu import GpuSpec
 from ..core.perf import Efficiency, StepModel
 from ..core.units import parse_tokens
 from .curve import Series, series
-from .fit import FitRequest, FitResult, plan_fit
+from .fit import plan_fit
+from .fit_types import FitRequest, FitResult
 from .perf_model import step_model
 
 

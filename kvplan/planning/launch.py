@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING
 
 from ..engines.vllm_memory import default_utilization
-
-if TYPE_CHECKING:
-    from .fit import FitResult
+from .fit_types import FitResult
 
 #: kvplan KV format -> each engine's --kv-cache-dtype value (None: the engine has no such mode).
 VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",

@@ -15,7 +15,7 @@ from ..core.parallel import pp_stage_sizes, pp_stages
 from ..core.perf import Efficiency, KvRead, StepModel
 from ..core.weights import Tensor
 from ..engines.costs import LayerCost
-from .fit import FitResult
+from .fit_types import FitResult
 
 
 def compute_dtype(gpu: GpuSpec, weight_scheme: str) -> str:

@@ -14,7 +14,8 @@ from ..core.gpu import GpuSpec
 from ..core.perf import Efficiency, StepModel
 from ..core.scenario_spec import Scenario
 from ..core.workload import Request, Stats, conversations_for, sample, stats
-from .fit import Draft, FitRequest, FitResult, plan_fit
+from .fit import plan_fit
+from .fit_types import Draft, FitRequest, FitResult
 from .perf_model import step_model
 from .scenario_eval import Evaluation, Fleet, evaluate
 
@@ -36,6 +37,7 @@ class Outcome:
     efficiency: Efficiency
     evaluation: Evaluation
     price_usd_per_gpu_hour: float
+    launch: dict[str, str]  # engine -> command at the planned batch; empty when nothing runs
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,9 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                  or gpu.price_usd_per_gpu_hour)
         fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
         ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens)
-        r = replace(r, launch=launch_commands(r, ev.batch) if ev.batch else {},
-                    notes=tuple(_scenario_words(n) for n in r.notes))
-        outcomes.append(Outcome(cand, r, sm, eff, ev, price))
+        r = replace(r, notes=tuple(_scenario_words(n) for n in r.notes))
+        launch = launch_commands(r, ev.batch) if ev.batch else {}
+        outcomes.append(Outcome(cand, r, sm, eff, ev, price, launch))
     outcomes.sort(key=_rank_key)
     return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),
                       tuple(skipped), tuple(assumptions(sc, outcomes)), tuple(warnings), seed,

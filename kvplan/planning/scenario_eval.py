@@ -26,7 +26,8 @@ from fractions import Fraction
 from ..core.perf import StepModel, prefill_s, tpot_s
 from ..core.scenario_spec import Extras, Slo, Tier
 from ..core.workload import Request, Workload, quantile
-from .fit import FitResult, pool_usage_fn, stage_bytes_fn
+from .fit_pools import pool_usage_fn, stage_bytes_fn
+from .fit_types import FitResult
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..core.errors import InputError, KvplanError
 from ..core.perf import compute_bound_batch, cost_per_mtok_usd, decode_step, prefill_s, tpot_s
-from .fit import concurrency_at
+from .fit_pools import concurrency_at
 
 COLUMNS = ["model", "gpu", "tp", "pp", "gpus", "engine", "kv_dtype", "weight_dtype",
            "context_tokens", "batch", "fits", "max_concurrency", "kv_pool_bytes", "tpot_ms",

@@ -8,7 +8,8 @@ max_concurrency, engine_max_concurrency, fits, launch) are a public interface: k
 
 from __future__ import annotations
 
-from ..planning.fit import FitResult
+from ..planning.fit_types import FitResult
+from ..planning.launch import launch_commands
 
 
 def fit_record(r: FitResult) -> dict:
@@ -52,5 +53,5 @@ def fit_record(r: FitResult) -> dict:
         "suggestion": ({"tp": r.suggestion[0], "pp": r.suggestion[1],
                         "max_concurrency": r.suggestion_concurrency} if r.suggestion else None),
         "notes": list(r.notes),
-        "launch": r.launch,
+        "launch": launch_commands(r),
     }

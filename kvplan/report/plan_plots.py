@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..core.units import GiB
 from ..planning.curve import series
-from ..planning.fit import pool_usage_fn, sequences_fitting
+from ..planning.fit_pools import pool_usage_fn, sequences_fitting
 from ..planning.scenario import Outcome
 from .svg import line_chart, stacked_bars
 

@@ -56,7 +56,7 @@ def configuration(o: Outcome, rank: int) -> dict:
         "offload": e.offload or None, "preemption": e.preemption or None,
         "disaggregated": e.disaggregated or None,
         "notes": list(r.notes),
-        "launch": r.launch,
+        "launch": o.launch,
     }
 
 

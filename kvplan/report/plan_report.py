@@ -150,7 +150,7 @@ def detail_lines(o: Outcome) -> list[str]:
 
 
 def launch_line(o: Outcome) -> str:
-    return o.fit.launch.get(o.fit.layout.name, "") or "# no launch command: this configuration does not run"
+    return o.launch.get(o.fit.layout.name, "") or "# no launch command: this configuration does not run"
 
 
 def skipped_line(s) -> str:

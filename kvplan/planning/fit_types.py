@@ -1,0 +1,98 @@
+"""What ``plan_fit`` is asked (``FitRequest``, with an optional speculative ``Draft``) and what
+it answers (``FitResult``, one ``StagePlan`` per pipeline stage). Pure data; launch lines are
+built from a finished result by whoever asks for them (``kvplan.planning.launch``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.budget import Budget
+from ..core.gpu import GpuSpec
+from ..core.model import Model
+from ..core.weights import WeightFormat, Weights
+from ..engines import EngineLayout
+from ..engines.kvpool import PoolGroups, PoolLayer
+from .footprint import Footprint
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A speculative-decoding draft model: its own KV layers join the pool (last stage)."""
+
+    model: Model
+    weights: Weights | None
+    weight_format: WeightFormat
+    num_speculative_tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitRequest:
+    model: Model
+    weights: Weights | None  # None: --weight-memory must be given
+    weight_format: WeightFormat
+    gpu: GpuSpec
+    engine: str = "vllm"
+    tp: int = 1
+    pp: int = 1
+    kv_dtype: str = "auto"
+    context_tokens: int = 8192
+    max_model_len: int | None = None
+    utilization: float | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    block_size_tokens: int | None = None
+    shared_prefix_tokens: int = 0
+    draft: Draft | None = None
+    concurrency: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    weight_memory_bytes: int | None = None
+    activation_memory_bytes: int | None = None
+    overhead_memory_bytes: int | None = None
+    total_memory_bytes: int | None = None
+    allow_emulated: bool = False
+    search: bool = True
+    checkpoint: dict | None = None  # safetensors summary of a Hub model (params/bytes by dtype)
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    stage: int
+    layers: int
+    budget: Budget
+    pool_layers: tuple[PoolLayer, ...]
+    num_blocks: int | None  # paged engines with vLLM grouping
+    pool_groups: PoolGroups | None = None  # vLLM's KV cache groups of this stage
+
+    @property
+    def groups(self) -> int:
+        return len(self.pool_groups.groups) if self.pool_groups else 1
+
+    @property
+    def padding_layers(self) -> int:
+        return self.pool_groups.padding_layers if self.pool_groups else 0
+
+
+@dataclass(frozen=True)
+class FitResult:
+    request: FitRequest
+    layout: EngineLayout
+    footprint: Footprint
+    kv_format: str
+    block_size_tokens: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    params_total: int | None
+    params_active: int | None
+    budget: Budget  # the busiest stage's
+    stages: tuple[StagePlan, ...]
+    kv_pool_tokens: int
+    per_sequence_bytes: int
+    max_concurrency: int
+    engine_max_concurrency: float
+    fits: bool
+    verdict: str
+    notes: tuple[str, ...] = ()
+    suggestion: tuple[int, int] | None = None
+    suggestion_concurrency: int | None = None
+    draft_footprint: Footprint | None = None  # the draft model's cache layers (last stage)

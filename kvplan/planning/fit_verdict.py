@@ -1,0 +1,79 @@
+"""The conclusion of a plan: the busiest stage, its pool in tokens, the whole sequences it
+holds at the planned context (and the engine's own concurrency figure), the verdict line and
+the notes that explain it. Pure."""
+
+from __future__ import annotations
+
+from ..core.errors import InputError
+from ..core.parallel import pp_stages
+from ..engines.kvpool import vllm_groups, vllm_max_concurrency, vllm_pool_tokens
+from .fit_pools import seq_bytes_on_stage, token_pool, vllm_seq_blocks
+from .fit_types import FitResult
+
+
+def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans,
+             notes) -> FitResult:
+    """The result of one layout from its stage plans (no TP/PP search)."""
+    weights = req.weights
+    params_total = weights.params_total if weights else None
+    params_active = weights.params_active if weights else None
+    per_seq = [seq_bytes_on_stage(fp, draft_fp, p.stage, req.pp) for p in plans]
+    if layout.name == "vllm":
+        cached = [p for p in plans if p.pool_layers]
+        if not cached:
+            raise InputError("no pipeline stage holds a cache layer", field="--pp")
+        nb = min(p.num_blocks or 0 for p in cached)
+        busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
+        g = busiest.pool_groups or vllm_groups(busiest.pool_layers)
+        tokens = vllm_pool_tokens(nb, g, busiest.pool_layers)
+        engine_conc = vllm_max_concurrency(nb, g, busiest.pool_layers, max_model_len, mnbt)
+        conc = 10**9
+        for p in cached:
+            private, shared = vllm_seq_blocks(p, block, ctx, req.shared_prefix_tokens, layout)
+            conc = min(conc, (nb - shared) // private if private else 10**9)
+        conc = max(conc, 0)
+        if conc >= 1 and engine_conc < 0.8 * conc and any(
+                lay.kind in ("sliding", "chunked") for lay in busiest.pool_layers):
+            notes.append(f"vLLM's own 'maximum concurrency' ({engine_conc:.2f}x) budgets each "
+                         "sliding/chunked layer for window + max_num_batched_tokens tokens; the "
+                         f"{conc} whole sequences count the blocks those layers really hold")
+        if busiest.padding_layers:
+            notes.append(f"vLLM pads its KV cache groups with {busiest.padding_layers} layer(s): "
+                         f"{len(g.groups)} groups of {g.group_size} layers share each block")
+    else:
+        busiest = max(plans, key=lambda p: per_seq[p.stage] / max(p.budget.kv_pool_bytes, 1))
+        rng = pp_stages(fp.model.num_layers, req.pp)[busiest.stage]
+        costs = [c for i in rng for c in fp.layer_costs[i]]
+        tokens, conc, engine_conc = token_pool(req, layout, costs, busiest.budget.kv_pool_bytes,
+                                                per_seq[busiest.stage], block, ctx, max_model_len)
+    seq_bytes = per_seq[busiest.stage]
+    budget = busiest.budget
+    target = req.concurrency or 1
+    fits = budget.kv_pool_bytes > 0 and conc >= target
+    if budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
+        g0 = busiest.pool_groups or vllm_groups(busiest.pool_layers)
+        verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "
+                   f"({g0.block_bytes:,} B: one {block}-token page of every layer in a group)")
+    elif budget.kv_pool_bytes <= 0 or (layout.name == "vllm" and (busiest.num_blocks or 0) <= 0):
+        verdict = (f"does not fit: weights and overheads leave no KV pool on stage {busiest.stage} "
+                   f"({(budget.usable_bytes - budget.weights_bytes) / 2**30:.2f} GiB after weights)")
+    elif conc < 1:
+        verdict = (f"does not fit: one {req.context_tokens:,}-token sequence needs "
+                   f"{seq_bytes / 2**30:.2f} GiB per GPU, the pool holds "
+                   f"{budget.kv_pool_bytes / 2**30:.2f} GiB")
+    elif conc < target:
+        verdict = f"does not fit the target: {conc} concurrent sequences, {target} wanted"
+    else:
+        verdict = (f"fits: {conc} concurrent {req.context_tokens:,}-token sequences"
+                   + (f" (target {req.concurrency})" if req.concurrency else ""))
+    if conc > mns:
+        notes.append(f"memory holds {conc:,} sequences but max_num_seqs is {mns:,}: the launch "
+                     f"lines use {mns:,}; plan with --max-num-seqs {conc:,} to see its larger "
+                     "sampler warm-up")
+    return FitResult(
+        request=req, layout=layout, footprint=fp, kv_format=fp.kv_dtype, block_size_tokens=block,
+        max_num_batched_tokens=mnbt, max_num_seqs=mns, max_model_len=max_model_len,
+        params_total=params_total, params_active=params_active, budget=budget,
+        stages=tuple(plans), kv_pool_tokens=tokens, per_sequence_bytes=seq_bytes,
+        max_concurrency=conc, engine_max_concurrency=engine_conc, fits=fits, verdict=verdict,
+        notes=tuple(dict.fromkeys([*notes, *budget.notes])), draft_footprint=draft_fp)
