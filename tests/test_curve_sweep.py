@@ -34,7 +34,8 @@ from kvplan.loaders.resolve import load_model
 from kvplan.planning.curve import series
 from kvplan.planning.deployment import build_series, efficiency_for, plan
 from kvplan.planning.fit_pools import concurrency_at
-from kvplan.planning.sweep import Grid, check, sweep
+from kvplan.planning.sweep import Grid, check
+from kvplan.report.sweep_table import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB, GiB = 2**20, 2**30

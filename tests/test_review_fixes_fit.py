@@ -85,7 +85,8 @@ def test_curve_warns_when_nothing_fits(capsys):
 
 
 def test_sweep_leaves_timings_empty_where_nothing_fits():
-    from kvplan.planning.sweep import Grid, sweep
+    from kvplan.planning.sweep import Grid
+    from kvplan.report.sweep_table import sweep
 
     df = sweep(Grid(models=["llama-3-70b"], gpus=["rtx-4090"], tps=[1], pps=[1],
                     kv_dtypes=["auto"], contexts=[8192], batches=[1]))

@@ -17,7 +17,7 @@ def validate(
     import json
 
     from ..core.errors import InputError
-    from ..planning.validate import default_runs
+    from ..loaders.run_files import default_runs
     from ..planning.validate import validate as run_validate
 
     paths = list(runs or default_runs())

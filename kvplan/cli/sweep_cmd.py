@@ -53,8 +53,9 @@ def sweep(
 ) -> None:
     """Evaluate every combination; print or write the table."""
     from ..core.grid import parse_axis
-    from ..planning.sweep import Grid, apply_where, check, parse_where, rank
+    from ..planning.sweep import Grid, check
     from ..report.frames import FORMATS, write
+    from ..report.sweep_table import apply_where, parse_where, rank
 
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")
@@ -76,7 +77,7 @@ def sweep(
         pair = (parse_axis(prompt, "--request")[0], parse_axis(out, "--request")[0])
         grid = replace(grid, request=pair)
     check(grid, yes)
-    from ..planning.sweep import sweep as run_sweep
+    from ..report.sweep_table import sweep as run_sweep
 
     if grid.rows >= 100_000:
         from rich.progress import Progress

@@ -1,5 +1,5 @@
-"""``kvplan sweep``: a grid over models x GPUs x TP x PP x KV formats x contexts x batches as
-a pandas DataFrame. Reports layer (the only pandas import with ``kvplan.report.frames``).
+"""``kvplan sweep``: a grid over models x GPUs x TP x PP x KV formats x contexts x batches,
+as column arrays per planned configuration (``kvplan.report.sweep_table`` makes the DataFrame).
 
 Each (model, GPU, TP, PP, KV format) is planned once with ``plan_fit`` (at the grid's longest
 context); its concurrency is evaluated per context, and the roofline formulas of
@@ -9,30 +9,17 @@ row).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..core.errors import InputError, KvplanError
 from ..core.perf import compute_bound_batch, cost_per_mtok_usd, decode_step, prefill_s, tpot_s
 from .fit_pools import concurrency_at
 
-COLUMNS = ["model", "gpu", "tp", "pp", "gpus", "engine", "kv_dtype", "weight_dtype",
-           "context_tokens", "batch", "fits", "max_concurrency", "kv_pool_bytes", "tpot_ms",
-           "ttft_ms", "tokens_per_s", "tokens_per_s_per_gpu", "cost_per_mtok_usd",
-           "cost_per_mtok_input_usd", "cost_per_request_usd", "kv_read_share",
-           "compute_bound_batch", "price_usd_per_hour", "error"]
-NUMERIC = [c for c in COLUMNS if c not in ("model", "gpu", "engine", "kv_dtype",
-                                           "weight_dtype", "error")]
-OBJECTIVES = {"cost_per_mtok": ("cost_per_mtok_usd", True), "throughput": ("tokens_per_s", False),
-              "throughput_per_gpu": ("tokens_per_s_per_gpu", False), "gpus": ("gpus", True),
-              "tpot": ("tpot_ms", True), "ttft": ("ttft_ms", True)}
 MAX_ROWS = 10_000_000
-WHERE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|==|!=|<|>)\s*(true|false|[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?)\s*$",
-                   re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -125,10 +112,12 @@ def _names(model, grid: Grid, kv: str) -> tuple[str, str]:
         return kv, grid.weight_dtype or ""
 
 
-def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataFrame:
-    """The whole grid as a DataFrame with ``COLUMNS``. A configuration that cannot be planned
-    (a TP degree that does not divide the heads, ...) gives rows with ``fits`` false and the
-    reason in ``error``."""
+def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
+                  ) -> Iterator[dict[str, Any]]:
+    """The grid, one planned configuration at a time: a dict of columns (scalars, or arrays of
+    its context x batch rows). A configuration that cannot be planned (a TP degree that does not
+    divide the heads, ...) gives rows with ``fits`` false and the reason in ``error``.
+    ``kvplan.report.sweep_table.sweep`` joins them into the DataFrame."""
     from ..loaders.hardware import load_gpu
     from ..loaders.resolve import load_model
     from .deployment import efficiency_for, plan
@@ -136,7 +125,6 @@ def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataF
     contexts = np.array(grid.contexts, dtype=np.int64)
     batches = np.array(grid.batches, dtype=np.int64)
     per_config = len(contexts) * len(batches)
-    frames = []
     from ..loaders.hf_params import weight_inventory
 
     models = [load_model(m) for m in grid.models]
@@ -163,49 +151,16 @@ def sweep(grid: Grid, progress: Callable[[int], None] | None = None) -> pd.DataF
                                          weights=weights)
                         except KvplanError as e:
                             kv_name, wd_name = _names(m, grid, kv)
-                            frames.append(pd.DataFrame({
+                            yield {
                                 **base, "kv_dtype": kv_name, "weight_dtype": wd_name,
                                 "context_tokens": np.repeat(contexts, len(batches)),
                                 "batch": np.tile(batches, len(contexts)), "fits": False,
-                                "error": str(e)}))
+                                "error": str(e)}
                         else:
                             cols = block(r, sm, contexts, batches, price, grid.request)
-                            frames.append(pd.DataFrame({
+                            yield {
                                 **base, "kv_dtype": r.kv_format,
                                 "weight_dtype": r.request.weight_format.name,
-                                "kv_pool_bytes": r.budget.kv_pool_bytes, **cols, "error": ""}))
+                                "kv_pool_bytes": r.budget.kv_pool_bytes, **cols, "error": ""}
                         if progress:
                             progress(per_config)
-    df = pd.concat(frames, ignore_index=True)
-    return df.reindex(columns=COLUMNS)
-
-
-def parse_where(expr: str) -> tuple[str, str, float]:
-    m = WHERE.match(expr)
-    if not m or m.group(1) not in NUMERIC:
-        raise InputError(f"not a simple comparison on a known column: {expr!r}; use "
-                         f"COLUMN OP NUMBER with OP one of <, <=, >, >=, ==, != and COLUMN one "
-                         f"of {', '.join(NUMERIC)}", field="--where")
-    value = m.group(3).lower()
-    return m.group(1), m.group(2), 1.0 if value == "true" else 0.0 if value == "false" else float(value)
-
-
-def apply_where(df: pd.DataFrame, expressions: list[str]) -> pd.DataFrame:
-    ops = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-           "==": np.equal, "!=": np.not_equal}
-    mask = np.ones(len(df), dtype=bool)
-    for expr in expressions:
-        col, op, value = parse_where(expr)
-        values = df[col].to_numpy(dtype=np.float64, na_value=np.nan)
-        mask &= ops[op](values, value) & ~np.isnan(values)
-    return df[mask]
-
-
-def rank(df: pd.DataFrame, objective: str | None, top: int | None) -> pd.DataFrame:
-    if objective:
-        if objective not in OBJECTIVES:
-            raise InputError(f"unknown objective {objective!r}; use {', '.join(OBJECTIVES)}",
-                             field="--objective")
-        col, ascending = OBJECTIVES[objective]
-        df = df[df["fits"]].sort_values([col, "gpus"], ascending=[ascending, True], kind="stable")
-    return df.head(top) if top else df

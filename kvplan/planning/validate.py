@@ -1,5 +1,6 @@
 """``kvplan validate``: re-predict every case of measured calibration runs
-(``calibrate/runs/*.json``, schema in ``calibrate/runs_io.py``) with the current code.
+(``calibrate/runs/*.json``, schema in ``calibrate/runs_io.py``, read by
+``kvplan.loaders.run_files``) with the current code.
 
 Footprint cases must match to the byte; timing cases are judged against their recorded
 tolerance (none = informational). The predictions live here, in kvplan, so the harness and the
@@ -8,19 +9,12 @@ regression check use one definition: ``footprint_prediction`` and ``decode_predi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 from ..core.errors import KvplanError
-
-SCHEMA = "kvplan-calibration-run"
-SUPPORTED_VERSIONS = (1,)
-
-
-class RunFileError(KvplanError):
-    """A run file that is unreadable, corrupt or of a schema this kvplan does not know."""
+from ..loaders.run_files import RunFileError, load_run
 
 
 @dataclass(frozen=True)
@@ -78,26 +72,6 @@ def decode_prediction(i: dict) -> float:
     return float(decode_step(model, i["batch"], i["context"]).seconds)
 
 
-def load_run(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise RunFileError(f"cannot read run file: {e.strerror}", source=str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunFileError(f"corrupt run file ({type(e).__name__}: {e})".splitlines()[0],
-                           source=str(path)) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise RunFileError(f"not a kvplan calibration run (schema {SCHEMA!r} expected)",
-                           source=str(path), field="schema")
-    if doc.get("version") not in SUPPORTED_VERSIONS:
-        raise RunFileError(f"run schema version {doc.get('version')!r} is newer than this kvplan "
-                           f"reads ({', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade kvplan",
-                           source=str(path), field="version")
-    if not isinstance(doc.get("cases"), list):
-        raise RunFileError("missing the list of cases", source=str(path), field="cases")
-    return doc
-
-
 def _case(run: str, c: dict, path: Path) -> Verdict | None:
     try:
         kind = c["kind"]
@@ -141,10 +115,3 @@ def validate(paths: list[Path]) -> list[Verdict]:
             if v is not None:
                 out.append(v)
     return out
-
-
-def default_runs() -> list[Path]:
-    from ..loaders.data_dirs import data_dir
-
-    folder = data_dir("calibrate/runs")
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []

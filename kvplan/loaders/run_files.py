@@ -1,0 +1,43 @@
+"""Measured calibration run files (``calibrate/runs/*.json``, written by the harness; schema
+in ``calibrate/runs_io.py``): the built-in runs, and one run read and checked for its schema,
+version and list of cases, with one error line naming the file and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..core.errors import KvplanError
+from .data_dirs import data_dir
+
+SCHEMA = "kvplan-calibration-run"
+SUPPORTED_VERSIONS = (1,)
+
+
+class RunFileError(KvplanError):
+    """A run file that is unreadable, corrupt or of a schema this kvplan does not know."""
+
+
+def load_run(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RunFileError(f"cannot read run file: {e.strerror}", source=str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(f"corrupt run file ({type(e).__name__}: {e})".splitlines()[0],
+                           source=str(path)) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise RunFileError(f"not a kvplan calibration run (schema {SCHEMA!r} expected)",
+                           source=str(path), field="schema")
+    if doc.get("version") not in SUPPORTED_VERSIONS:
+        raise RunFileError(f"run schema version {doc.get('version')!r} is newer than this kvplan "
+                           f"reads ({', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade kvplan",
+                           source=str(path), field="version")
+    if not isinstance(doc.get("cases"), list):
+        raise RunFileError("missing the list of cases", source=str(path), field="cases")
+    return doc
+
+
+def default_runs() -> list[Path]:
+    folder = data_dir("calibrate/runs")
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
