@@ -1,6 +1,6 @@
 """One candidate deployment against a workload: the concurrency the workload reaches, the batch
 the SLOs allow, replicas, GPUs, cost, headroom, and the offload / preemption / disaggregation
-figures. Pure; composes ``kvplan.planning.fit`` (memory) and ``kvplan.core.perf`` (time).
+figures. Pure; composes ``kvplan.planning.fit_pools`` (memory) and ``kvplan.core.perf`` (time).
 
 Rules (each is repeated in the report's assumptions):
 - Memory: every request is counted at its peak (its last token), block-rounded, with the
