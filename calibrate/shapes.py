@@ -14,14 +14,7 @@ kvplan's byte formulas, so that measuring them checks kvplan.
 
 from __future__ import annotations
 
-from kvplan.core.layers import (
-    ChunkedLocal,
-    FullAttention,
-    LinearAttention,
-    Mamba,
-    MultiHeadLatent,
-    SlidingWindow,
-)
+from kvplan import ChunkedLocal, FullAttention, LinearAttention, Mamba, MultiHeadLatent, SlidingWindow
 
 
 def _per_rank(total: int, tp: int) -> int:
