@@ -73,12 +73,21 @@ def test_source_says_which_resolution_was_used(tmp_path):
     assert kvplan.load_model(str(tmp_path)).source == str(cfg)
 
 
-def test_unknown_model_type_warns_and_lists_assumptions(tmp_path):
+def test_unknown_model_type_is_refused_without_the_explicit_assumption(tmp_path):
     cfg = {"model_type": "brand_new", "hidden_size": 2048, "num_hidden_layers": 4,
            "num_attention_heads": 16}
-    m = kvplan.parse_config(cfg, name="x", source="x.json")
-    assert m.warnings and "unknown model_type 'brand_new'" in m.warnings[0]
-    assert "num_key_value_heads = 16" in m.warnings[0]  # MHA assumed
-    assert "head_dim = hidden_size / num_attention_heads = 2048 / 16 = 128" in m.warnings[0]
+    with pytest.raises(kvplan.ConfigError) as e:
+        kvplan.parse_config(cfg, name="x", source="x.json")
+    assert str(e.value) == (
+        "x.json: model_type: unknown model_type 'brand_new': kvplan has no rule for this "
+        "architecture; pass --assume-standard-attention to read it as a standard decoder (every "
+        "layer full attention from num_attention_heads, num_key_value_heads and head_dim)")
+    m = kvplan.parse_config(cfg, name="x", source="x.json", assume_standard_attention=True)
+    assert m.standard_attention_assumed and not m.warnings
+    assert m.assumptions[0].startswith("--assume-standard-attention: model_type 'brand_new' read "
+                                       "as a standard decoder")
+    assert "num_key_value_heads = 16" in " ".join(m.assumptions)  # MHA assumed
+    assert ("head_dim = hidden_size / num_attention_heads = 2048 / 16 = 128 (no head_dim in "
+            "config)") in m.assumptions
     # 4 layers x 16 heads x (128 + 128) x 2 bytes
     assert kvplan.kv_footprint(m, [1]).bytes_per_token == 4 * 16 * (128 + 128) * 2

@@ -30,6 +30,9 @@ def test_size_json_llama_3_70b_exact():
     per_token = 2 * 80 * 8 * 128 * 2
     assert invoke_json("llama-3-70b") == {
         "model": "llama-3-70b",
+        "assumptions": ["head_dim = hidden_size / num_attention_heads = 8192 / 64 = 128 "
+                        "(no head_dim in config)"],
+        "assumed_standard_attention": False,
         "engine": "vllm",
         "kv_dtype": "bf16",
         "tp": 1,
@@ -182,7 +185,7 @@ def test_sliding_window_zero_is_rejected(tmp_path, capsys):
 
 
 def test_config_without_attention_fields(tmp_path, capsys):
-    path = write(tmp_path, json.dumps({"model_type": "mystery", "vocab_size": 10}))
+    path = write(tmp_path, json.dumps({"model_type": "llama", "vocab_size": 10}))
     line = fail(capsys, "size", path)
     assert "missing required field num_hidden_layers" in line
 

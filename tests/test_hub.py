@@ -150,10 +150,14 @@ def test_slow_server_times_out(hub, capsys, monkeypatch):
 
 def test_remote_code_config_is_parsed_as_json(hub, capsys):
     rc, out, err = cli(capsys, "size", "kvplan-test/remote-code", "-c", "4k", "--json")
+    assert rc == 2 and "unknown model_type 'my_custom_llm'" in err
+    rc, out, err = cli(capsys, "size", "kvplan-test/remote-code", "-c", "4k", "--json",
+                       "--assume-standard-attention")
     assert rc == 0
     assert "auto_map (remote code): read as JSON only" in err
-    assert "unknown model_type 'my_custom_llm'" in err
-    assert json.loads(out)["bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    d = json.loads(out)
+    assert d["assumed_standard_attention"] and "model_type 'my_custom_llm'" in d["assumptions"][0]
+    assert d["bytes_per_token"] == 2 * 32 * 8 * 128 * 2
 
 
 def test_multimodal_repo_plans_the_text_model(hub, capsys):

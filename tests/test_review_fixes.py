@@ -141,15 +141,19 @@ def test_path_like_names_are_paths(tmp_path, monkeypatch, capsys):
     assert kvplan.load_model(str(tmp_path / "deepseek-v3.json")).num_layers == 2
 
 
-def test_warnings_go_to_stderr_in_json_mode(tmp_path, capsys):
+def test_an_explicit_assumption_is_recorded_in_the_json(tmp_path, capsys):
     p = tmp_path / "c.json"
     p.write_text(json.dumps({"model_type": "mystery", "num_hidden_layers": 2,
                              "num_attention_heads": 4, "hidden_size": 256}))
-    assert run(["size", str(p), "--json", "-c", "1"]) == 0
+    assert run(["size", str(p), "--json", "-c", "1"]) == 2
+    assert "unknown model_type 'mystery'" in capsys.readouterr().err
+    assert run(["size", str(p), "--json", "-c", "1", "--assume-standard-attention"]) == 0
     out, err = capsys.readouterr()
-    json.loads(out)
-    assert "kvplan: warning: unknown model_type 'mystery'" in err
-    assert "dtype = bf16" in err
+    d = json.loads(out)
+    assert d["assumed_standard_attention"] is True
+    assert d["assumptions"][0].startswith("--assume-standard-attention: model_type 'mystery'")
+    assert "dtype = bf16 (config names no torch_dtype/dtype)" in d["assumptions"]
+    assert d["bytes_per_token"] == 2 * 4 * (64 + 64) * 2  # 2 layers, 4 heads of 256 / 4
 
 
 def test_non_utf8_config(tmp_path, capsys):
@@ -180,7 +184,7 @@ def test_scale_dtype_spellings():
 
 def test_separate_v_head_dim():
     # MiMo-V2-Flash style: K head_dim 192, V 128; 2 layers x 4 KV heads x (192 + 128) x 2 B
-    cfg = {"model_type": "mimo", "num_hidden_layers": 2, "num_attention_heads": 8,
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8,
            "num_key_value_heads": 4, "hidden_size": 1024, "head_dim": 192, "v_head_dim": 128}
     fp = kvplan.kv_footprint(parse(cfg), [10], block_size_tokens=1)
     assert fp.bytes_per_token == 2 * 4 * (192 + 128) * 2

@@ -8,6 +8,7 @@ import typer
 
 from ..core.errors import InputError
 from .emit import emit
+from .options import AssumeStandard
 
 EXAMPLES = """\b
 Examples:
@@ -49,6 +50,7 @@ def curve(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     plot: Annotated[str | None, typer.Option("--plot", help="Write a plot (.png or .svg; "
                                              "needs the plot extra: matplotlib).")] = None,
+    assume_standard_attention: AssumeStandard = False,
 ) -> None:
     """Concurrency, throughput, TPOT or $/token along context, batch or position; several
     --kv-dtype and/or --gpu values give several series."""
@@ -76,7 +78,8 @@ def curve(
     result = build_series(model, gpus=gpus, kv_dtypes=kvs, weight_dtype=weight_dtype,
                           engine=engine, tp=tp, pp=pp, x=x, y=y, xs=xs, context=context,
                           batch=batch, price=price, hbm_efficiency=hbm_efficiency,
-                          flops_efficiency=flops_efficiency)
+                          flops_efficiency=flops_efficiency,
+                          assume_standard_attention=assume_standard_attention)
     if plot:
         from ..report.curve_plot import plot_series
 

@@ -9,7 +9,7 @@ import typer
 from ..core.errors import InputError
 from ..core.units import parse_bytes, parse_tokens
 from .emit import emit
-from .options import Refresh, Revision, Token
+from .options import AssumeStandard, Refresh, Revision, Token
 
 EXAMPLES = """\b
 Examples:
@@ -117,6 +117,7 @@ def fit(
     revision: Revision = None,
     token: Token = None,
     refresh: Refresh = False,
+    assume_standard_attention: AssumeStandard = False,
 ) -> None:
     """Does MODEL fit on GPU at this context, with how many concurrent sequences, and how to
     launch it."""
@@ -143,7 +144,8 @@ def fit(
         raise InputError("--draft-model needs --num-speculative-tokens K (K >= 1)",
                          field="--num-speculative-tokens")
     spec = load_gpu(gpu)
-    m = load_model(model, revision=revision, token=token, refresh=refresh)
+    m = load_model(model, revision=revision, token=token, refresh=refresh,
+                   assume_standard_attention=assume_standard_attention)
 
     def inventory(mm):
         from ..core.errors import ConfigError
@@ -156,7 +158,8 @@ def fit(
 
     draft = None
     if draft_model:
-        dm = load_model(draft_model, token=token)
+        dm = load_model(draft_model, token=token,
+                        assume_standard_attention=assume_standard_attention)
         draft = Draft(dm, inventory(dm), weight_format(dm, weight_dtype), num_speculative_tokens)
     req = FitRequest(
         model=m, weights=inventory(m), weight_format=weight_format(m, weight_dtype), gpu=spec,

@@ -36,6 +36,11 @@ def parse_state_dtype(value: str | None) -> str | None:
     return resolved
 
 
+AssumeStandard = Annotated[bool, typer.Option(
+    "--assume-standard-attention", help="Read a config whose cache layout kvplan cannot "
+    "establish (an unknown model_type, keys no rule interprets) as a standard decoder; the "
+    "assumption is printed and recorded in the JSON.")]
+
 # Shared Hub options (size, fit). The token is never echoed anywhere.
 Revision = Annotated[str | None, typer.Option(
     "--revision", help="Hub branch, tag or commit (or MODEL@REV).")]

@@ -50,5 +50,7 @@ def render_curve(result, plot: str | None) -> None:
             notes.append(f"fit: {s.fit_base:.4g} + {s.fit_slope * 1000:.4g} per 1k tokens of position")
         notes.append(f"efficiency: HBM {e.hbm_bandwidth:.0%}, FLOP/s {e.flops:.0%} ({e.source})")
         out.print(f"{s.label}: " + "; ".join(notes), style="dim")
+    for a in result.assumptions:
+        out.print(f"note: {a}", style="dim")
     if plot:
         out.print(f"plot written to {plot}")

@@ -11,7 +11,7 @@ from ..loaders.resolve import load_model
 from ..planning.footprint import kv_footprint
 from ..report.size_record import size_record
 from .emit import emit
-from .options import Refresh, Revision, Token, parse_contexts, parse_state_dtype
+from .options import AssumeStandard, Refresh, Revision, Token, parse_contexts, parse_state_dtype
 
 DEFAULT_CONTEXTS = (4096, 32768, 131072)
 
@@ -51,11 +51,13 @@ def size(
     revision: Revision = None,
     token: Token = None,
     refresh: Refresh = False,
+    assume_standard_attention: AssumeStandard = False,
 ) -> None:
     """How much KV cache one sequence of MODEL needs, per layer kind, per context, per GPU."""
     contexts = parse_contexts(context, DEFAULT_CONTEXTS)
     state_dtype = parse_state_dtype(state_dtype)
-    m = load_model(model, revision=revision, token=token, refresh=refresh)
+    m = load_model(model, revision=revision, token=token, refresh=refresh,
+                   assume_standard_attention=assume_standard_attention)
     fp = kv_footprint(m, contexts, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp,
                       pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype)
     def render() -> None:

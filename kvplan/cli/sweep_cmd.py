@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ..core.errors import InputError
+from .options import AssumeStandard
 
 EXAMPLES = """\b
 Examples:
@@ -50,6 +51,7 @@ def sweep(
     fmt: Annotated[str, typer.Option("--format", help="csv | parquet | json | md")] = "csv",
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to FILE.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Allow grids over 10 million rows.")] = False,
+    assume_standard_attention: AssumeStandard = False,
 ) -> None:
     """Evaluate every combination; print or write the table."""
     from ..core.grid import parse_axis
@@ -67,7 +69,7 @@ def sweep(
                 pps=_ints(pp, "1", "--pp"), kv_dtypes=_split(kv_dtype, ["auto"]),
                 contexts=parse_axis(",".join(context) if context else "8k", "--context"),
                 batches=_ints(batch, "1", "--batch"), engine=engine, weight_dtype=weight_dtype,
-                price=price)
+                price=price, assume_standard_attention=assume_standard_attention)
     if request is not None:
         from dataclasses import replace
 
@@ -77,6 +79,14 @@ def sweep(
         pair = (parse_axis(prompt, "--request")[0], parse_axis(out, "--request")[0])
         grid = replace(grid, request=pair)
     check(grid, yes)
+    if assume_standard_attention:  # the assumption is stated for each model it applies to
+        from ..loaders.hf_config import ASSUME_FLAG
+        from ..loaders.resolve import load_model
+
+        for name in grid.models:
+            for a in load_model(name, assume_standard_attention=True).assumptions:
+                if a.startswith(ASSUME_FLAG):
+                    typer.echo(f"kvplan: note: {name}: {a}", err=True)
     from ..report.sweep_table import sweep as run_sweep
 
     if grid.rows >= 100_000:

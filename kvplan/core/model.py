@@ -33,6 +33,9 @@ class Model:
     assumptions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     config: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+    #: the caller accepted the standard-decoder reading of a config kvplan could not establish
+    #: (``--assume-standard-attention``); the assumption and what it ignored are in assumptions
+    standard_attention_assumed: bool = False
 
     @property
     def num_layers(self) -> int:

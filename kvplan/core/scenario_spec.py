@@ -70,4 +70,5 @@ class Scenario:
     draft_model: str | None = None
     speculative_tokens: int = 0
     samples: int = 10_000
+    assume_standard_attention: bool = False  # read unknown layouts as standard decoders
     seed: int = 0

@@ -81,7 +81,7 @@ def falcon_kv_heads(f: Fields, model_type: str, heads: int) -> int:
     means one KV head (falcon-7b); else ``num_kv_heads``, which defaults to the query heads."""
     if f.flag("new_decoder_architecture", model_type == "RefinedWeb"):
         return f.integer("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
-    if "multi_query" not in f.config:
+    if not f.present("multi_query"):
         f.assume("multi_query = true (FalconConfig default)")
     if f.flag("multi_query", True):
         return 1
@@ -101,6 +101,8 @@ def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
             kinds.append(LAYER_TYPE_KINDS[t])
         return kinds
     window = f.opt_int("sliding_window")
+    if model_type in QWEN_FAMILY:  # both are read (and ignored unless the window is on)
+        f.get("use_sliding_window"), f.get("max_window_layers")
     if model_type.startswith("llama4"):
         return _llama4_kinds(f, num_layers)
     # Qwen configs default use_sliding_window to false (Qwen2Config); others have no such flag.
@@ -141,6 +143,10 @@ def attention_spec(f: Fields, model_type: str, kind: str, shape=None):
     common = dict(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=dk, head_dim_v=dv)
     if kind == "sliding":
         window = f.integer("sliding_window", "attention_window")
+        legacy = f.opt_int("sliding_window_size")  # Gemma2Config's older name of the same value
+        if legacy is not None and legacy != window:
+            f.assume(f"{f.prefix}sliding_window_size {legacy} ignored: vLLM and transformers read "
+                     f"sliding_window ({window})")
         return SlidingWindow(window_tokens=window, **common)
     if kind == "chunked":
         return ChunkedLocal(chunk_tokens=f.integer("attention_chunk_size"), **common)
@@ -166,6 +172,7 @@ def parse_mla(f: Fields, model_type: str) -> list[tuple]:
     not counted.
     """
     num_layers = f.num_layers()
+    f.get("num_key_value_heads")  # MLA caches one latent; the query-side head count is unused
     spec = MultiHeadLatent(
         num_attention_heads=f.integer("num_attention_heads"),
         kv_lora_rank=f.integer("kv_lora_rank"),

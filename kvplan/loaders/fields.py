@@ -1,7 +1,10 @@
 """Reading typed fields out of a config dict, with one clear error per bad field.
 
 ``Fields`` wraps one config mapping (the text model's), the file it came from and a list that
-collects assumptions: every value taken from a library default rather than the file.
+collects assumptions: every value taken from a library default rather than the file. It also
+records every key a rule looked at (``read``), so the keys no rule interpreted can be found
+afterwards (``kvplan.loaders.kv_keys``); a nested mapping read through ``sub`` is tracked the
+same way under its own prefix.
 """
 
 from __future__ import annotations
@@ -23,13 +26,41 @@ class Fields:
         self.source = source
         self.prefix = prefix  # e.g. "text_config." for multimodal wrappers
         self.assumptions: list[str] = []
+        self.read: set[str] = set()  # keys some rule looked at
+        self.children: list[Fields] = []  # nested mappings read through ``sub``
+
+    def get(self, key: str) -> Any:
+        """The raw value (None when absent or null), recording that a rule looked at it."""
+        self.read.add(key)
+        return self.config.get(key)
+
+    def present(self, key: str) -> bool:
+        """Whether the key is written at all (an explicit null counts), recording the look."""
+        self.read.add(key)
+        return key in self.config
 
     def has(self, key: str) -> bool:
-        return self.config.get(key) is not None
+        return self.get(key) is not None
 
     def raw(self, key: str, default: Any = None) -> Any:
-        value = self.config.get(key)
+        value = self.get(key)
         return default if value is None else value
+
+    def sub(self, key: str, value: dict | None = None) -> Fields:
+        """Fields over the nested mapping at ``key`` (or ``value``, read from it), sharing this
+        one's assumptions and tracked as a child."""
+        child = Fields(self.mapping(key) if value is None else value, self.source,
+                       f"{self.prefix}{key}.")
+        child.assumptions = self.assumptions
+        self.children.append(child)
+        return child
+
+    def all_fields(self) -> list[Fields]:
+        """This mapping and every nested one read through ``sub``, depth first."""
+        out = [self]
+        for c in self.children:
+            out += c.all_fields()
+        return out
 
     def error(self, key: str, message: str) -> ConfigError:
         return ConfigError(message, source=self.source, field=self.prefix + key)
@@ -42,7 +73,7 @@ class Fields:
         whose default it is); with no default, the first key is reported missing.
         """
         for key in keys:
-            value = self.config.get(key)
+            value = self.get(key)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -90,7 +121,7 @@ class Fields:
 
     def mapping(self, key: str) -> dict:
         """A nested object (empty when absent)."""
-        value = self.config.get(key)
+        value = self.get(key)
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -101,7 +132,7 @@ class Fields:
         return self.integer(key, minimum=minimum) if self.has(key) else None
 
     def flag(self, key: str, default: bool = False) -> bool:
-        value = self.config.get(key)
+        value = self.get(key)
         if value is None:
             return default
         if not isinstance(value, bool):
@@ -109,7 +140,7 @@ class Fields:
         return value
 
     def array(self, key: str) -> list | None:
-        value = self.config.get(key)
+        value = self.get(key)
         if value is None:
             return None
         if not isinstance(value, list):
@@ -118,7 +149,7 @@ class Fields:
 
     def dtype(self, *keys: str) -> str | None:
         for key in keys:
-            value = self.config.get(key)
+            value = self.get(key)
             if value is None:
                 continue
             name = canonical_dtype(str(value))

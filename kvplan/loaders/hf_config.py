@@ -17,6 +17,7 @@ from ..core.errors import ConfigError
 from ..core.model import Model
 from .attention_families import parse_mla, parse_standard
 from .fields import Fields
+from .kv_keys import uninterpreted
 from .ssm_families import (
     parse_bamba,
     parse_falcon_h1,
@@ -108,20 +109,92 @@ def text_fields(config: dict, source: str) -> tuple[Fields, Any]:
     return f, model_type
 
 
-def parse_config(config: object, *, name: str, source: str, hub_id: str | None = None) -> Model:
-    """Parse one config.json mapping into a ``Model``."""
+#: The flag that accepts the standard-decoder reading of a config kvplan cannot establish.
+ASSUME_FLAG = "--assume-standard-attention"
+#: The geometry keys of a standard attention layer (read, and unused, by a model without one).
+ATTENTION_KEYS = ("num_attention_heads", "num_key_value_heads", "head_dim", "attention_head_dim",
+                  "sliding_window", "attention_window")
+#: Multi-token-prediction layer counts: no cache in normal serving (a draft's only when used).
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "mtp_transformer_layers")
+
+
+def _mtp(f: Fields) -> None:
+    for key in MTP_KEYS:
+        n = f.opt_int(key, minimum=0)
+        if n:
+            f.assume(f"{f.prefix}{key} = {n}: the MTP layer(s) are not counted (they cache KV "
+                     "only when used as a speculative draft)")
+
+
+def _by_keys(f: Fields) -> tuple[Adapter, str] | None:
+    """An adapter an unknown model_type's own keys establish, with the keys that say so."""
+    if f.has("kv_lora_rank"):
+        return parse_mla, "multi-head latent attention (kv_lora_rank, qk_rope_head_dim)"
+    return None
+
+
+def _uninterpreted_by_standard(f: Fields, model_type: str) -> list[str]:
+    """The keys a standard-decoder reading would leave uninterpreted (a scratch parse)."""
+    scratch = Fields(f.config, f.source, f.prefix)
+    try:
+        parse_standard(scratch, model_type)
+        _mtp(scratch)
+    except ConfigError:
+        pass
+    return uninterpreted(scratch)
+
+
+def _layers(f: Fields, model_type: str, assume_standard: bool) -> tuple[list[tuple], bool]:
+    """(per-layer caches, whether the standard-decoder reading was assumed)."""
+    adapter = ADAPTERS.get(model_type)
+    if adapter is not None:
+        return adapter(f, model_type), False
+    inferred = _by_keys(f)
+    if inferred is not None:
+        f.assume(f"model_type {model_type!r} has no kvplan rule: read as {inferred[1]} from its "
+                 "keys")
+        return inferred[0](f, model_type), False
+    if not assume_standard:
+        left = _uninterpreted_by_standard(f, model_type)
+        keys = f" and kvplan cannot interpret its keys {', '.join(left)}" if left else ""
+        raise f.error("model_type", f"unknown model_type {model_type!r}: kvplan has no rule for "
+                      f"this architecture{keys}; pass {ASSUME_FLAG} to read it as a standard "
+                      "decoder (every layer full attention from num_attention_heads, "
+                      "num_key_value_heads and head_dim)")
+    f.assume(f"{ASSUME_FLAG}: model_type {model_type!r} read as a standard decoder (every layer "
+             "full attention from num_attention_heads, num_key_value_heads and head_dim)")
+    return parse_standard(f, model_type), True
+
+
+def parse_config(config: object, *, name: str, source: str, hub_id: str | None = None,
+                 assume_standard_attention: bool = False) -> Model:
+    """Parse one config.json mapping into a ``Model``. ``assume_standard_attention`` accepts
+    the standard-decoder reading of a config whose meaning kvplan cannot establish."""
     if not isinstance(config, dict):
         raise ConfigError(f"expected a JSON object, got {type(config).__name__}", source=source)
     f, model_type = text_fields(config, source)
     prefix = f.prefix
-    warnings: list[str] = []
     if model_type is None:
         raise ConfigError("missing required field model_type (and not a mamba_ssm config)",
                           source=source, field="model_type")
     if not isinstance(model_type, str):
         raise ConfigError(f"expected a string, got {model_type!r}", source=source,
                           field=prefix + "model_type")
-    layers = ADAPTERS.get(model_type, parse_standard)(f, model_type)
+    layers, assumed = _layers(f, model_type, assume_standard_attention)
+    _mtp(f)
+    if not any(spec.grows or spec.kind in ("sliding_window", "chunked_local")
+               for block in layers for spec in block):
+        for key in ATTENTION_KEYS:  # no attention layer: its geometry shapes no cache
+            f.get(key)
+    left = uninterpreted(f)
+    if left and assume_standard_attention:
+        f.assume(f"{ASSUME_FLAG}: key(s) no kvplan rule interprets are ignored: "
+                 + ", ".join(left))
+        assumed = True
+    elif left:
+        raise ConfigError(f"key(s) {', '.join(left)} shape the KV cache of a {model_type!r} model "
+                          f"but no kvplan rule interprets them; pass {ASSUME_FLAG} to ignore "
+                          "them", source=source, field=left[0])
     if not any(layers):
         raise ConfigError("no layer holds a KV cache or state", source=source,
                           field=prefix + "num_hidden_layers")
@@ -129,11 +202,6 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     if dtype is None:
         dtype = "bf16"
         f.assume("dtype = bf16 (config names no torch_dtype/dtype)")
-    if model_type not in ADAPTERS:
-        warnings.append(
-            f"unknown model_type {model_type!r}: read as a standard decoder ("
-            + "; ".join(f.assumptions or ["standard fields only"]) + ")"
-        )
     hidden = next((f.integer(k) for k in ("hidden_size", "d_model", "n_embd") if f.has(k)), 0)
     heads = f.opt_int("num_attention_heads") or f.opt_int("n_head")
     return Model(
@@ -147,6 +215,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         source=source,
         hub_id=hub_id,
         assumptions=tuple(f.assumptions),
-        warnings=tuple(warnings),
+        warnings=(),
         config=config,
+        standard_attention_assumed=assumed,
     )

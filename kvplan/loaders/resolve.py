@@ -30,13 +30,17 @@ def read_config_file(path: Path) -> dict:
 
 
 def load_model(model: str, *, revision: str | None = None, token: str | None = None,
-               refresh: bool = False) -> Model:
-    """Resolve ``model`` in order: built-in name, local path, Hub id."""
+               refresh: bool = False, assume_standard_attention: bool = False) -> Model:
+    """Resolve ``model`` in order: built-in name, local path, Hub id.
+    ``assume_standard_attention`` accepts the standard-decoder reading of a config whose
+    cache layout kvplan cannot establish (``kvplan.loaders.hf_config.parse_config``)."""
+    std = assume_standard_attention
     pinned = revision is not None or ("@" in model and HUB_ID.match(model) is not None)
     spec = None if pinned else builtins.find(model)
     if spec is not None:
         return parse_config(spec["config"], name=spec["name"], hub_id=spec.get("hub_id"),
-                            source=f"built-in {spec['name']} (model_specs/{spec['name']}.json)")
+                            source=f"built-in {spec['name']} (model_specs/{spec['name']}.json)",
+                            assume_standard_attention=std)
     path = Path(model).expanduser()
     if path.is_dir():
         path = path / "config.json"
@@ -44,9 +48,11 @@ def load_model(model: str, *, revision: str | None = None, token: str | None = N
             raise ConfigError("folder has no config.json", source=str(path.parent))
     if path.is_file():
         return parse_config(read_config_file(path), name=path.parent.name if path.name ==
-                            "config.json" else path.stem, source=str(path))
+                            "config.json" else path.stem, source=str(path),
+                            assume_standard_attention=std)
     if HUB_ID.match(model):
-        return load_hub_model(model, revision=revision, token=token, refresh=refresh)
+        return load_hub_model(model, revision=revision, token=token, refresh=refresh,
+                              assume_standard_attention=std)
     close = builtins.suggestions(model)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise UnknownModelError(f"unknown model {model!r}{hint} (see `kvplan models`, pass a path "
@@ -54,7 +60,7 @@ def load_model(model: str, *, revision: str | None = None, token: str | None = N
 
 
 def load_hub_model(model: str, *, revision: str | None = None, token: str | None = None,
-                   refresh: bool = False) -> Model:
+                   refresh: bool = False, assume_standard_attention: bool = False) -> Model:
     from .hub import fetch_config
 
     repo_id, _, at = model.partition("@")
@@ -65,7 +71,8 @@ def load_hub_model(model: str, *, revision: str | None = None, token: str | None
     how = "cached" if cfg.cached else "fetched"
     source = (f"Hub {repo_id}@{cfg.revision} (commit {cfg.commit[:12]}, {how}, "
               f"{cfg.endpoint})")
-    m = parse_config(cfg.config, name=repo_id.rsplit("/", 1)[-1], hub_id=repo_id, source=source)
+    m = parse_config(cfg.config, name=repo_id.rsplit("/", 1)[-1], hub_id=repo_id, source=source,
+                     assume_standard_attention=assume_standard_attention)
     warnings = m.warnings
     if "auto_map" in cfg.config:
         warnings = (*warnings, "config has auto_map (remote code): read as JSON only, no "

@@ -133,7 +133,7 @@ def check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> l
                 continue  # a Hub id: fetched (or found in the cache) when planned
         where = (key,) if key == "model" else (key, "model")
         try:
-            m = load_model(v)
+            m = load_model(v, assume_standard_attention=doc.assume_standard_attention)
         except KvplanError as err:
             add(where, err.detail)
             continue

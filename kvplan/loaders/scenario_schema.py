@@ -108,6 +108,7 @@ class ScenarioIn(_M):
     preemption: PreemptionIn | None = None
     disaggregated: DisaggregatedIn | None = None
     samples: PosInt = 10_000
+    assume_standard_attention: Annotated[bool, Field(strict=True)] = False
     seed: Annotated[int, Field(strict=True, ge=0)] = 0
 
 

@@ -98,4 +98,4 @@ def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenari
         workload=wl, slo=slo, extras=extras,
         draft_model=names.get("draft_model"),
         speculative_tokens=d.draft_model.speculative_tokens if d.draft_model else 0,
-        samples=d.samples, seed=d.seed)
+        samples=d.samples, seed=d.seed, assume_standard_attention=d.assume_standard_attention)

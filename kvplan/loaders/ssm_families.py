@@ -75,6 +75,7 @@ def _expand_inner(f: Fields, expand_key: str, default_expand: int, family: str) 
 
 def parse_mamba1(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers("num_hidden_layers", "n_layer")
+    f.get("ssm_cfg")  # a mamba_ssm leftover some HF-format files keep; MambaConfig ignores it
     if f.has("intermediate_size"):
         d_inner = f.integer("intermediate_size")
     else:
@@ -100,10 +101,8 @@ def parse_mamba_ssm(f: Fields, model_type: str) -> list[tuple]:
     """The ``mamba_ssm`` package's config.json (state-spaces/mamba2-2.7b): no model_type."""
     num_layers = f.num_layers("n_layer")
     d_model = f.integer("d_model")
-    ssm = f.mapping("ssm_cfg")
-    layer = ssm.get("layer", "Mamba1")
-    sub = Fields(ssm, f.source, prefix="ssm_cfg.")
-    sub.assumptions = f.assumptions
+    sub = f.sub("ssm_cfg")
+    layer = sub.raw("layer", "Mamba1")
     if layer == "Mamba2":
         d_inner = sub.integer("expand", default=2, why="mamba_ssm Mamba2 default") * d_model
         spec = _mamba2(sub, d_inner=d_inner, heads="nheads", head_dim="headdim", state="d_state",
@@ -120,9 +119,9 @@ def parse_mamba_ssm(f: Fields, model_type: str) -> list[tuple]:
         raise sub.error("layer", f"unknown mamba_ssm layer {layer!r}; expected Mamba1 or Mamba2")
     attn_idx = set(f.index_list("attn_layer_idx", num_layers) or [])
     blocks: list[tuple] = [(spec,)] * num_layers
+    f.get("attn_cfg")  # read only when attn_layer_idx names layers
     if attn_idx:
-        af = Fields(f.mapping("attn_cfg"), f.source, prefix="attn_cfg.")
-        af.assumptions = f.assumptions
+        af = f.sub("attn_cfg")
         heads = af.integer("num_heads")
         kv = af.integer("num_heads_kv", default=heads, why="mamba_ssm MHA default")
         hd = af.integer("head_dim", default=d_model // heads, why="d_model / num_heads")
@@ -177,6 +176,8 @@ def parse_zamba2(f: Fields, model_type: str) -> list[tuple]:
         raise f.error("num_attention_heads", f"2 x hidden_size {2 * hidden} does not divide "
                       f"into {heads} heads")
     hd = 2 * hidden // heads
+    for key in ("attention_head_dim", "kv_channels", "mamba_headdim"):
+        f.get(key)  # written in the file, recomputed by Zamba2Config from the sizes above
     f.assume(f"attention_head_dim = 2 * hidden_size / num_attention_heads = {hd} "
              "(Zamba2Config derives it)")
     attn = FullAttention(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=hd, head_dim_v=hd)
@@ -187,7 +188,8 @@ def parse_falcon_h1(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
     if f.has("mamba_d_ssm"):
         d_inner = f.integer("mamba_d_ssm")
-    elif "mamba_d_ssm" in f.config:  # explicit null: FalconH1Config uses expand * hidden_size
+        f.get("mamba_expand")  # FalconH1Config uses it only when mamba_d_ssm is null
+    elif f.present("mamba_d_ssm"):  # explicit null: FalconH1Config uses expand * hidden_size
         d_inner = _expand_inner(f, "mamba_expand", 2, "FalconH1Config")
     else:
         d_inner = f.integer("mamba_d_ssm", default=1024, why="FalconH1Config default")
@@ -283,6 +285,7 @@ def parse_granitemoehybrid(f: Fields, model_type: str) -> list[tuple]:
 
 def parse_qwen3_next(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
+    f.get("full_attention_interval")  # layer_types, when given, wins (Qwen3NextConfig)
     if f.has("layer_types"):
         kinds = layer_kinds(f, model_type, num_layers)
     else:

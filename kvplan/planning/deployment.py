@@ -22,6 +22,7 @@ class CurveResult:
     plans: tuple[FitResult, ...]
     efficiencies: tuple[Efficiency, ...]
     warnings: tuple[str, ...]
+    assumptions: tuple[str, ...] = ()  # the model's (read from its config)
 
 
 def _from_spec(gpu: GpuSpec) -> Efficiency:
@@ -67,12 +68,13 @@ def plan(model, gpu: GpuSpec, *, kv_dtype: str, weight_dtype: str | None, engine
 def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
                  weight_dtype: str | None, engine: str, tp: int, pp: int, x: str, y: str,
                  xs: list[int], context: str, batch: int | None, price: float | None,
-                 hbm_efficiency: float | None, flops_efficiency: float | None) -> CurveResult:
+                 hbm_efficiency: float | None, flops_efficiency: float | None,
+                 assume_standard_attention: bool = False) -> CurveResult:
     from ..core.errors import InputError
     from ..loaders.hardware import load_gpu
     from ..loaders.resolve import load_model
 
-    m = load_model(model_name)
+    m = load_model(model_name, assume_standard_attention=assume_standard_attention)
     try:
         ctx = parse_tokens(context)
     except ValueError as e:
@@ -99,4 +101,5 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
         if all(p.concurrency == 0 for p in s.points):
             warnings.append(f"{s.label}: nothing fits at any point ({r.verdict}); the smallest "
                             "layout is what `kvplan fit --concurrency 1` suggests")
-    return CurveResult(title, tuple(out), tuple(plans), tuple(effs), tuple(warnings))
+    return CurveResult(title, tuple(out), tuple(plans), tuple(effs), tuple(warnings),
+                       m.assumptions)

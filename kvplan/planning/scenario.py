@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import KvplanError
 from ..core.gpu import GpuSpec
+from ..core.model import Model
 from ..core.perf import Efficiency, StepModel
 from ..core.scenario_spec import Scenario
 from ..core.workload import Request, Stats, conversations_for, sample, stats
@@ -102,12 +103,12 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     seed = sc.seed if seed is None else seed
     samples = sc.samples if samples is None else samples
     w = sc.workload
-    model = load_model(sc.model)
+    model = load_model(sc.model, assume_standard_attention=sc.assume_standard_attention)
     weights = weight_inventory(model)
     wfmt = weight_format(model, sc.serving.weight_dtype)
     draft = None
     if sc.draft_model:
-        dm = load_model(sc.draft_model)
+        dm = load_model(sc.draft_model, assume_standard_attention=sc.assume_standard_attention)
         draft = Draft(dm, weight_inventory(dm), weight_format(dm, sc.serving.weight_dtype),
                       sc.speculative_tokens)
     warnings = list(model.warnings)
@@ -175,13 +176,16 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         outcomes.append(Outcome(cand, r, sm, eff, ev, price, launch))
     outcomes.sort(key=_rank_key)
     return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),
-                      tuple(skipped), tuple(assumptions(sc, outcomes)), tuple(warnings), seed,
+                      tuple(skipped), tuple(assumptions(sc, outcomes, model)), tuple(warnings), seed,
                       len(w.trace) if w.trace is not None else samples)
 
 
-def assumptions(sc: Scenario, outcomes: list[Outcome]) -> list[str]:
+def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = None) -> list[str]:
     w, q = sc.workload, sc.slo.percentile
-    out = [
+    from ..loaders.hf_config import ASSUME_FLAG
+
+    out = [a.replace(ASSUME_FLAG, "assume_standard_attention") for a in
+           (model.assumptions if model is not None else ()) if a.startswith(ASSUME_FLAG)] + [
         "Memory: each request counts at its peak (prompt, images, reasoning and output cached; "
         "the last generated token is never written), rounded up to whole KV blocks; the pool holds "
         "floor((pool - shared prefix) / mean per-request blocks) requests, capped by max_num_seqs. "

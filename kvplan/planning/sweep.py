@@ -35,6 +35,7 @@ class Grid:
     weight_dtype: str | None = None
     price: float | None = None
     request: tuple[int, int] | None = None  # (prompt, output) tokens for cost_per_request_usd
+    assume_standard_attention: bool = False  # read unknown layouts as standard decoders
     hbm_efficiency: float | None = None
     flops_efficiency: float | None = None
 
@@ -127,7 +128,8 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
     per_config = len(contexts) * len(batches)
     from ..loaders.hf_params import weight_inventory
 
-    models = [load_model(m) for m in grid.models]
+    models = [load_model(m, assume_standard_attention=grid.assume_standard_attention)
+              for m in grid.models]
     specs = [load_gpu(g) for g in grid.gpus]
     for m in models:
         try:

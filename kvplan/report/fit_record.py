@@ -18,6 +18,8 @@ def fit_record(r: FitResult) -> dict:
     busiest = min(r.stages, key=lambda s: s.budget.kv_pool_bytes)
     return {
         "model": req.model.name,
+        "assumptions": list(req.model.assumptions),
+        "assumed_standard_attention": req.model.standard_attention_assumed,
         "gpu": req.gpu.key,
         "engine": r.layout.label,
         "engine_rules": b.rules,

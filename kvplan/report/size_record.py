@@ -24,6 +24,8 @@ def size_record(fp: Footprint) -> dict:
         })
     return {
         "model": fp.model.name,
+        "assumptions": list(fp.model.assumptions),
+        "assumed_standard_attention": fp.model.standard_attention_assumed,
         "engine": fp.engine.label,
         "kv_dtype": fp.kv_dtype,
         "tp": fp.tp,
