@@ -80,6 +80,7 @@ def falcon_kv_heads(f: Fields, model_type: str, heads: int) -> int:
     ``num_kv_heads`` (falcon-40b/180B: 8); else ``multi_query`` (FalconConfig default true)
     means one KV head (falcon-7b); else ``num_kv_heads``, which defaults to the query heads."""
     if f.flag("new_decoder_architecture", model_type == "RefinedWeb"):
+        f.get("multi_query")  # FalconAttention ignores it under the new decoder architecture
         return f.integer("num_kv_heads", "n_head_kv", default=heads, why="FalconConfig default")
     if not f.present("multi_query"):
         f.assume("multi_query = true (FalconConfig default)")

@@ -28,6 +28,8 @@ class Fields:
         self.assumptions: list[str] = []
         self.read: set[str] = set()  # keys some rule looked at
         self.children: list[Fields] = []  # nested mappings read through ``sub``
+        #: words that shape this family's cache beyond ``kv_keys.KV_WORDS`` (an adapter adds them)
+        self.kv_words: frozenset[str] = frozenset()
 
     def get(self, key: str) -> Any:
         """The raw value (None when absent or null), recording that a rule looked at it."""

@@ -100,6 +100,7 @@ def text_fields(config: dict, source: str) -> tuple[Fields, Any]:
     """The text model's fields (nested library defaults filled in) and its model_type."""
     text, model_type, prefix = _text_config(config, source)
     f = Fields(text, source, prefix)
+    f.read.add("model_type")
     nested_defaults = LIBRARY_DEFAULTS.get(model_type, {}) if prefix else {}
     for key, value in nested_defaults.items():
         if key not in text:  # absent, not an explicit null (Mistral-3: sliding_window null)
@@ -114,6 +115,9 @@ ASSUME_FLAG = "--assume-standard-attention"
 #: The geometry keys of a standard attention layer (read, and unused, by a model without one).
 ATTENTION_KEYS = ("num_attention_heads", "num_key_value_heads", "head_dim", "attention_head_dim",
                   "sliding_window", "attention_window")
+#: Keys every model is read for (``parse_config``'s own, beside the adapter's).
+MODEL_KEYS = ("torch_dtype", "dtype", "hidden_size", "d_model", "n_embd", "num_attention_heads",
+              "n_head", "vocab_size")
 #: Multi-token-prediction layer counts: no cache in normal serving (a draft's only when used).
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "mtp_transformer_layers")
 
@@ -136,6 +140,7 @@ def _by_keys(f: Fields) -> tuple[Adapter, str] | None:
 def _uninterpreted_by_standard(f: Fields, model_type: str) -> list[str]:
     """The keys a standard-decoder reading would leave uninterpreted (a scratch parse)."""
     scratch = Fields(f.config, f.source, f.prefix)
+    scratch.read = set(f.read) | set(MODEL_KEYS)
     try:
         parse_standard(scratch, model_type)
         _mtp(scratch)
@@ -175,13 +180,27 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     f, model_type = text_fields(config, source)
     prefix = f.prefix
     if model_type is None:
-        raise ConfigError("missing required field model_type (and not a mamba_ssm config)",
-                          source=source, field="model_type")
+        raise ConfigError("missing required field model_type (and not a mamba_ssm config, "
+                          "which has d_model and n_layer)", source=source, field="model_type")
     if not isinstance(model_type, str):
         raise ConfigError(f"expected a string, got {model_type!r}", source=source,
                           field=prefix + "model_type")
-    layers, assumed = _layers(f, model_type, assume_standard_attention)
+    try:
+        layers, assumed = _layers(f, model_type, assume_standard_attention)
+    except ConfigError as e:  # name the keys no rule read too: a renamed key explains a default
+        left = [k for k in uninterpreted(f) if not (e.field or "").endswith(k)]
+        if not left or assume_standard_attention or e.field == prefix + "model_type":
+            raise
+        raise ConfigError(f"{e.detail} (the config also has key(s) {', '.join(left)} that no "
+                          "kvplan rule interprets)", source=e.source, field=e.field) from None
     _mtp(f)
+    dtype = f.dtype("torch_dtype", "dtype") or Fields(config, source).dtype("torch_dtype", "dtype")
+    if dtype is None:
+        dtype = "bf16"
+        f.assume("dtype = bf16 (config names no torch_dtype/dtype)")
+    hidden = f.integer("hidden_size", "d_model", "n_embd")
+    heads = f.opt_int("num_attention_heads") or f.opt_int("n_head")
+    vocab = f.opt_int("vocab_size")
     if not any(spec.grows or spec.kind in ("sliding_window", "chunked_local")
                for block in layers for spec in block):
         for key in ATTENTION_KEYS:  # no attention layer: its geometry shapes no cache
@@ -198,18 +217,12 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     if not any(layers):
         raise ConfigError("no layer holds a KV cache or state", source=source,
                           field=prefix + "num_hidden_layers")
-    dtype = f.dtype("torch_dtype", "dtype") or Fields(config, source).dtype("torch_dtype", "dtype")
-    if dtype is None:
-        dtype = "bf16"
-        f.assume("dtype = bf16 (config names no torch_dtype/dtype)")
-    hidden = next((f.integer(k) for k in ("hidden_size", "d_model", "n_embd") if f.has(k)), 0)
-    heads = f.opt_int("num_attention_heads") or f.opt_int("n_head")
     return Model(
         name=name,
         model_type=model_type,
         layers=tuple(tuple(b) for b in layers),
         hidden_size=hidden,
-        vocab_size=f.opt_int("vocab_size"),
+        vocab_size=vocab,
         num_attention_heads=heads,
         dtype=dtype,
         source=source,

@@ -21,7 +21,8 @@ KV_WORDS = re.compile(
     r"^index_|indexer|compress|shared_layers|share_kv|shared_kv|kv_shar|mamba|ssm|conv|"
     r"state_size|d_state|linear_|kda|deltanet|lightning|recurrent|global_|local_attn|"
     r"full_attn|full_attention|attn_layer|attention_layer|attn_idx|attention_type|attn_type|"
-    r"attn_cfg|attn_config|attention_groups|no_rope|nope_layer|n_group|num_group"
+    r"attn_cfg|attn_config|attention_groups|no_rope|nope_layer|n_group|num_group|"
+    r"^hidden_size|^d_model|^n_embd|dtype|model_type|multi_query|decoder_architecture"
 )
 
 #: Names that match ``KV_WORDS`` but shape no cache (weights, MoE routing, rope, kernels).
@@ -49,8 +50,13 @@ NOT_KV = frozenset({
 })
 
 
-def is_kv_relevant(key: str) -> bool:
-    return key not in NOT_KV and KV_WORDS.search(key.lower()) is not None
+def is_kv_relevant(key: str, family_words: frozenset[str] = frozenset()) -> bool:
+    """``family_words``: words that shape the cache of one family only (Mamba-1's
+    ``intermediate_size`` is its d_inner, a plain MLP width elsewhere)."""
+    if key in NOT_KV:
+        return False
+    low = key.lower()
+    return KV_WORDS.search(low) is not None or any(w in low for w in family_words)
 
 
 def uninterpreted(f: Fields) -> list[str]:
@@ -59,7 +65,7 @@ def uninterpreted(f: Fields) -> list[str]:
     out = []
     for fields in f.all_fields():
         for key, value in fields.config.items():
-            if value is None or key in fields.read or not is_kv_relevant(key):
+            if value is None or key in fields.read or not is_kv_relevant(key, fields.kv_words):
                 continue
             out.append(f"{fields.prefix}{key}")
     return out

@@ -75,9 +75,12 @@ def _expand_inner(f: Fields, expand_key: str, default_expand: int, family: str) 
 
 def parse_mamba1(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers("num_hidden_layers", "n_layer")
-    f.get("ssm_cfg")  # a mamba_ssm leftover some HF-format files keep; MambaConfig ignores it
+    f.kv_words = frozenset({"intermediate_size", "expand"})  # d_inner of a Mamba-1 layer
+    for key in ("ssm_cfg", "d_model", "n_layer"):  # mamba_ssm leftovers; MambaConfig ignores them
+        f.get(key)
     if f.has("intermediate_size"):
         d_inner = f.integer("intermediate_size")
+        f.get("expand")  # MambaConfig derived intermediate_size from it
     else:
         d_inner = _expand_inner(f, "expand", 2, "MambaConfig")
     spec = Mamba(
