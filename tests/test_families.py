@@ -12,72 +12,26 @@ Conventions checked (see kvplan/planning/footprint.py, kvplan/engines/*.py, docs
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from family_helpers import (
+    BF16,
+    CONFIGS,
+    COVERED,
+    FP16,
+    FP32,
+    cdiv,
+    check_attn,
+    check_state,
+    covers,
+    kinds,
+    load,
+    raw,
+    row,
+)
 
+from kvplan.core.errors import InputError
 from kvplan.core.tokens import chunked_blocks_at, chunked_blocks_peak, sliding_blocks_peak
-from kvplan.loaders.hf_config import parse_config
 from kvplan.planning.footprint import kv_footprint
-
-CONFIGS = Path(__file__).parent / "fixtures" / "configs"
-
-BF16 = FP16 = 2
-FP32 = 4
-FP8 = 1
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def raw(fname: str) -> dict:
-    return json.loads((CONFIGS / fname).read_text())
-
-
-def load(fname: str, config: dict | None = None):
-    path = CONFIGS / fname
-    return parse_config(raw(fname) if config is None else config, name=fname, source=str(path))
-
-
-def kinds(model) -> list[tuple[str, ...]]:
-    """Per decoder layer, the kinds of the specs it carries, in order."""
-    return [tuple(spec.kind for spec in block) for block in model.layers]
-
-
-def row(fp, kind: str):
-    rows = [r for r in fp.layers if r.kind == kind]
-    assert len(rows) == 1, f"expected one {kind} row, got {rows}"
-    return rows[0]
-
-
-SAME = object()
-
-
-def check_attn(r, *, count, kv_heads, head_dim, window, bytes_per_token, head_dim_v=SAME):
-    assert r.count == count
-    assert r.kv_heads == kv_heads
-    assert r.head_dim_k == head_dim
-    assert r.head_dim_v == (head_dim if head_dim_v is SAME else head_dim_v)
-    assert r.window_tokens == window
-    assert r.bytes_per_token == bytes_per_token
-    assert r.state_bytes == 0
-
-
-def check_state(r, *, count, state_bytes):
-    assert r.count == count
-    assert r.bytes_per_token == 0
-    assert r.state_bytes == state_bytes
-
-
-COVERED: set[str] = set()
-
-
-def covers(*fnames: str):
-    COVERED.update(fnames)
-    return lambda fn: fn
-
 
 # --------------------------------------------------------------------------------------------
 # Dense decoders (MHA / GQA / MQA), every layer full attention
@@ -581,7 +535,11 @@ def test_bamba_9b():
     # attn_layer_indices [9, 18, 27], Mamba-2 elsewhere; 32 layers
     assert kinds(m) == [("full_attention",) if i in (9, 18, 27) else ("mamba",)
                         for i in range(32)]
-    v = kv_footprint(m, contexts=(4096,), engine="vllm")
+    with pytest.raises(InputError) as e:  # vLLM removed BambaForCausalLM after 0.23.0 (#45990)
+        kv_footprint(m, contexts=(4096,), engine="vllm")
+    assert str(e.value) == ("--engine: vllm does not serve 'bamba' models: vllm removed them after "
+                            "release 0.23.0 (plan with --engine vllm@0.23.0)")
+    v = kv_footprint(m, contexts=(4096,), engine="vllm@0.23.0")
     # attention: 32 heads, 8 KV heads, 4096/32 = 128, bfloat16
     check_attn(row(v, "full_attention"), count=3, kv_heads=8, head_dim=4096 // 32, window=None,
                bytes_per_token=2 * 8 * 128 * 2)

@@ -156,4 +156,55 @@ class LinearAttention:
         return self.num_v_heads * self.head_k_dim * self.head_v_dim
 
 
-LayerSpec = FullAttention | SlidingWindow | ChunkedLocal | MultiHeadLatent | Mamba | LinearAttention
+@dataclass(frozen=True, kw_only=True)
+class KimiDeltaAttention(LinearAttention):
+    """Kimi delta attention (KDA: Kimi-Linear, Kimi-K3, Ling-3.0): gated-DeltaNet state with one
+    head count and one head dim for q, k and v.
+
+    Conv state over ``3 * num_heads * head_dim`` channels (q, k and v each pass a short conv of
+    ``conv_kernel`` taps), recurrent state ``num_heads x head_dim x head_dim``. The kind is its
+    own because engines keep its recurrent state in float32 whatever the model dtype (vLLM
+    ``MambaStateDtypeCalculator.kda_state_dtype``). Kimi-Linear-48B: 32 heads x 128: conv
+    12,288 channels x 3 columns x 2 B (bf16) = 73,728 B and state 32 x 128 x 128 x 4 B =
+    2,097,152 B, so 2,170,880 B per KDA layer per sequence (x 20 layers = 43,417,600 B).
+    """
+
+    kind: ClassVar[str] = "kda"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LightningAttention:
+    """Lightning (linear) attention with a decayed ``num_heads x head_dim x head_dim`` state and
+    no conv (MiniMax-Text-01 / M1, Ling-2.5 / Ring-linear's linear layers).
+
+    state bytes per layer = num_heads * head_dim * head_dim * bytes(state dtype).
+    MiniMax-M1: 64 heads x 128 x 128 x 2 B (bf16) = 2,097,152 B per layer per sequence.
+    """
+
+    kind: ClassVar[str] = "lightning_attention"
+    grows: ClassVar[bool] = False
+    num_heads: int
+    head_dim: int
+
+    @property
+    def state_elements(self) -> int:
+        return self.num_heads * self.head_dim * self.head_dim
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShortConv:
+    """A gated short convolution (LFM2's conv layers): its state is the last ``conv_kernel - 1``
+    inputs of ``channels`` (= hidden_size) channels; no recurrent state.
+
+    vLLM: (conv_kernel - 1) x channels x bytes (``short_conv_state_shape``). LFM2-1.2B style,
+    hidden 2048 and ``conv_L_cache`` 3: 2 x 2048 x 2 B = 8,192 B per layer per sequence.
+    """
+
+    kind: ClassVar[str] = "short_conv"
+    grows: ClassVar[bool] = False
+    channels: int
+    conv_kernel: int
+
+
+LayerSpec = (FullAttention | SlidingWindow | ChunkedLocal | MultiHeadLatent | Mamba | LinearAttention
+             | LightningAttention | ShortConv)

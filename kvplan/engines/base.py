@@ -27,6 +27,8 @@ from ..core.tokens import (
 #: ``fixed``  a cache of W + ``swa_extra_tokens`` cells allocated up front (llama.cpp iSWA)
 #: ``all``  every token, as a full layer (an engine without a windowed pool)
 POLICIES = ("window", "window_page", "chunk", "fixed", "all")
+#: The recurrent-state layer kinds (``kvplan.core.layers``).
+STATE_KINDS = frozenset({"mamba", "linear_attention", "kda", "lightning_attention", "short_conv"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +55,15 @@ class EngineLayout:
     - ``kv_formats``: the storage formats the engine has (None: any); ``separate_kv_formats``:
       whether K and V may differ.
     - ``conv_state_dtype`` / ``ssm_state_dtype``: state dtypes when not the model dtype;
-      ``ssm_dtype_by_model_type``: per-model defaults; ``config_ssm_dtype_key`` with
-      ``config_ssm_dtype_model_types`` (None: all): the config key whose SSM dtype the engine
-      reads, and for which models; ``state_dtype_fixed``: states cannot be set otherwise.
+      ``ssm_dtype_by_model_type``: per-model defaults; ``config_ssm_dtype_keys``: model type
+      (``"*"``: every one) -> the config key whose recurrent-state dtype the engine reads;
+      ``ssm_dtype_by_kind``: layer kinds whose recurrent state has one dtype whatever the config
+      or ``--state-dtype`` say (vLLM's KDA: float32); ``state_dtype_fixed``: states cannot be
+      set otherwise.
+    Models served: ``removed_model_types``: model type -> the last release that served it (the
+    engine refuses it in newer ones); ``unserved_model_types``: model type -> why the engine
+    does not serve it at all; ``state_kinds``: the recurrent-state layer kinds whose layout is
+    modelled for this engine (None: all).
     Parallelism: ``max_tp`` (None: no limit). ``v_needs_flash_attention``: V formats the engine
     stores only with flash attention on (llama.cpp's quantised V), noted in the output.
     """
@@ -81,11 +89,14 @@ class EngineLayout:
     conv_state_dtype: str | None = None
     ssm_state_dtype: str | None = None
     ssm_dtype_by_model_type: dict[str, str] = field(default_factory=dict, hash=False)
-    config_ssm_dtype_key: str | None = None
-    config_ssm_dtype_model_types: frozenset[str] | None = None
+    config_ssm_dtype_keys: dict[str, str] = field(default_factory=dict, hash=False)
+    ssm_dtype_by_kind: dict[str, str] = field(default_factory=dict, hash=False)
     state_dtype_fixed: bool = False
     max_tp: int | None = None
     v_needs_flash_attention: frozenset[str] = frozenset()
+    removed_model_types: dict[str, str] = field(default_factory=dict, hash=False)
+    unserved_model_types: dict[str, str] = field(default_factory=dict, hash=False)
+    state_kinds: frozenset[str] | None = None
 
     @property
     def label(self) -> str:
@@ -111,19 +122,23 @@ class EngineLayout:
 
     def state_dtypes(self, model_type: str, model_dtype: str,
                      config_dtypes: tuple[tuple[str, str], ...] = (),
-                     override: str | None = None) -> tuple[str, str]:
-        """(conv dtype, recurrent-state dtype). ``config_dtypes`` are the (key, dtype) pairs the
-        config declares; ``override`` is ``--state-dtype`` and wins where the engine allows."""
+                     override: str | None = None, kind: str = "mamba") -> tuple[str, str]:
+        """(conv dtype, recurrent-state dtype) of a state layer of ``kind``. ``config_dtypes``
+        are the (key, dtype) pairs the config declares; ``override`` is ``--state-dtype`` and
+        wins where the engine allows."""
+        fixed = self.ssm_dtype_by_kind.get(kind)
         if override:
             if self.state_dtype_fixed:
                 raise InputError(f"{self.name} keeps recurrent states in "
                                  f"{self.ssm_state_dtype}; it has no setting for their dtype",
                                  field="--state-dtype")
-            return override, override
+            return override, fixed or override
         conv = self.conv_state_dtype or self.run_dtype(model_dtype, model_type)
-        declared = dict(config_dtypes).get(self.config_ssm_dtype_key or "")
-        if declared and (self.config_ssm_dtype_model_types is None
-                         or model_type in self.config_ssm_dtype_model_types):
+        if fixed:
+            return conv, fixed
+        key = self.config_ssm_dtype_keys.get(model_type) or self.config_ssm_dtype_keys.get("*")
+        declared = dict(config_dtypes).get(key or "")
+        if declared:
             return conv, declared
         ssm = self.ssm_dtype_by_model_type.get(model_type) or self.ssm_state_dtype or conv
         return conv, ssm
@@ -178,6 +193,27 @@ class EngineLayout:
         if self.mla_latent_layout == "split":
             return 1, spec.kv_lora_rank, spec.qk_rope_head_dim, True
         return 1, spec.latent_dim, 0, True
+
+    # ---- models -----------------------------------------------------------------------------
+
+    def check_model(self, model_type: str, kinds: set[str]) -> None:
+        """Refuse a model the engine does not serve (at this version), or one with a layer kind
+        whose layout kvplan has not established for this engine."""
+        last = self.removed_model_types.get(model_type)
+        if last is not None and version_tuple(self.version) > version_tuple(last):
+            raise InputError(f"{self.label} does not serve {model_type!r} models: {self.name} removed "
+                             f"them after release {last} (plan with --engine {self.name}@{last})",
+                             field="--engine")
+        why = self.unserved_model_types.get(model_type)
+        if why is not None:
+            raise InputError(f"{self.label} does not serve {model_type!r} models ({why})",
+                             field="--engine")
+        if self.state_kinds is not None:
+            missing = sorted(k for k in kinds - self.state_kinds if k in STATE_KINDS)
+            if missing:
+                raise InputError(f"kvplan has not established how {self.label} stores "
+                                 f"{', '.join(missing)} state (layers of {model_type!r}); plan it "
+                                 f"with an engine that models it", field="--engine")
 
     # ---- options ----------------------------------------------------------------------------
 

@@ -17,9 +17,11 @@ from ..core.layers import (
     ChunkedLocal,
     FullAttention,
     LayerSpec,
+    LightningAttention,
     LinearAttention,
     Mamba,
     MultiHeadLatent,
+    ShortConv,
     SlidingWindow,
 )
 from ..core.model import Model
@@ -109,7 +111,7 @@ def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
 def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerCost:
     cols = spec.d_conv - engine.conv_state_columns_dropped
     conv_dt, ssm_dt = engine.state_dtypes(model.model_type, model.dtype, spec.ssm_dtypes,
-                                          state_override)
+                                          state_override, kind=spec.kind)
     if spec.version == 1:
         split_heads(spec.d_inner, tp, "mamba d_inner channels", replicate=False)
         conv_rank = spec.d_inner // tp
@@ -132,6 +134,11 @@ def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerC
         else f"{spec.num_heads} x {spec.head_dim} x {spec.d_state}"
     )
     detail = f"conv {spec.conv_channels} x {cols} {conv_dt} + ssm {ssm_shape} {ssm_dt}"
+    return _state_cost(spec, count, detail, whole, rank, notes)
+
+
+def _state_cost(spec, count: int, detail: str, whole: int, rank: int,
+                notes: tuple[str, ...] = ()) -> LayerCost:
     return LayerCost(
         spec=spec, kind=spec.kind, count=count, kv_heads=None, kv_heads_per_rank=None,
         head_dim_k=None, head_dim_v=None, window_tokens=None,
@@ -141,9 +148,11 @@ def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerC
 
 
 def _linear_cost(spec: LinearAttention, count, engine, tp, model, state_override) -> LayerCost:
+    """Gated DeltaNet and KDA: a short conv over q, k, v plus a heads x dk x dv state, both split
+    by heads over TP (vLLM ``gated_delta_net_state_shape`` / ``kda_state_shape``)."""
     cols = spec.conv_kernel - engine.conv_state_columns_dropped
     conv_dt, st_dt = engine.state_dtypes(model.model_type, model.dtype, spec.state_dtypes,
-                                         state_override)
+                                         state_override, kind=spec.kind)
     split_heads(spec.num_k_heads, tp, "linear-attention key heads", replicate=False)
     split_heads(spec.num_v_heads, tp, "linear-attention value heads", replicate=False)
     cb, sb = dtype_bytes(conv_dt), dtype_bytes(st_dt)
@@ -153,12 +162,31 @@ def _linear_cost(spec: LinearAttention, count, engine, tp, model, state_override
         f"conv {spec.conv_channels} x {cols} {conv_dt} + state "
         f"{spec.num_v_heads} x {spec.head_k_dim} x {spec.head_v_dim} {st_dt}"
     )
-    return LayerCost(
-        spec=spec, kind=spec.kind, count=count, kv_heads=None, kv_heads_per_rank=None,
-        head_dim_k=None, head_dim_v=None, window_tokens=None,
-        bytes_per_token=Fraction(0), bytes_per_token_per_rank=Fraction(0),
-        state_bytes=whole, state_bytes_per_rank=rank, detail=detail,
-    )
+    return _state_cost(spec, count, detail, whole, rank)
+
+
+def _lightning_cost(spec: LightningAttention, count, engine, tp, model, state_override) -> LayerCost:
+    """A heads x D x D state, split by heads (vLLM ``linear_attention_state_shape``)."""
+    _, st_dt = engine.state_dtypes(model.model_type, model.dtype, (), state_override,
+                                   kind=spec.kind)
+    split_heads(spec.num_heads, tp, "lightning-attention heads", replicate=False)
+    sb = dtype_bytes(st_dt)
+    detail = f"state {spec.num_heads} x {spec.head_dim} x {spec.head_dim} {st_dt}"
+    return _state_cost(spec, count, detail, spec.state_elements * sb,
+                       spec.state_elements // tp * sb)
+
+
+def _short_conv_cost(spec: ShortConv, count, engine, tp, model, state_override) -> LayerCost:
+    """The last conv_kernel - 1 inputs (the engine's column rule) of every channel, split by
+    channels (vLLM ``short_conv_state_shape``)."""
+    cols = spec.conv_kernel - engine.conv_state_columns_dropped
+    conv_dt, _ = engine.state_dtypes(model.model_type, model.dtype, (), state_override,
+                                     kind=spec.kind)
+    split_heads(spec.channels, tp, "short-conv channels", replicate=False)
+    cb = dtype_bytes(conv_dt)
+    detail = f"conv {spec.channels} x {cols} {conv_dt}"
+    return _state_cost(spec, count, detail, spec.channels * cols * cb,
+                       spec.channels // tp * cols * cb)
 
 
 def layer_cost(spec: LayerSpec, count: int, engine: EngineLayout, formats: KvFormatPair,
@@ -167,6 +195,10 @@ def layer_cost(spec: LayerSpec, count: int, engine: EngineLayout, formats: KvFor
         return _mamba_cost(spec, count, engine, tp, model, state_dtype)
     if isinstance(spec, LinearAttention):
         return _linear_cost(spec, count, engine, tp, model, state_dtype)
+    if isinstance(spec, LightningAttention):
+        return _lightning_cost(spec, count, engine, tp, model, state_dtype)
+    if isinstance(spec, ShortConv):
+        return _short_conv_cost(spec, count, engine, tp, model, state_dtype)
     if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal, MultiHeadLatent)):
         return _attention_cost(spec, count, engine, formats, tp, model.model_type)
     raise TypeError(f"unknown layer spec {spec!r}")

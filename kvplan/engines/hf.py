@@ -51,5 +51,7 @@ def hf_layout(version: str | None = None) -> EngineLayout:
         mla_latent_model_types=latent,
         mla_latent_layout="split",
         conv_state_columns_dropped=0,
-        ssm_dtype_by_model_type={"qwen3_next": "fp32"},
+        ssm_dtype_by_model_type={"qwen3_next": "fp32", "qwen3_5_text": "fp32",
+                                 "qwen3_5_moe_text": "fp32"},
+        state_kinds=frozenset({"mamba", "linear_attention"}),
     )

@@ -55,6 +55,7 @@ def sglang_layout(version: str | None = None) -> EngineLayout:
         separate_kv_formats=False,
         conv_state_dtype="bf16",
         ssm_state_dtype="fp32",
-        config_ssm_dtype_key="mamba_ssm_dtype",
-        config_ssm_dtype_model_types=None,
+        config_ssm_dtype_keys={"*": "mamba_ssm_dtype"},
+        unserved_model_types={t: "kvplan has not established that SGLang serves MiniMax-Text-01 "
+                              "or MiniMax-M1" for t in ("minimax", "minimax_text_01", "minimax_m1")},
     )

@@ -24,4 +24,5 @@ def trtllm_layout(version: str | None = None) -> EngineLayout:
         default_block_size_tokens=32, sliding_policy="window", chunked_policy="chunk",
         mla_latent_model_types=None, conv_state_columns_dropped=1, fp32_runs_as="bf16",
         kv_formats=frozenset({"bf16", "fp16", "fp8_e4m3", "nvfp4"}), separate_kv_formats=False,
+        state_kinds=frozenset({"mamba", "linear_attention"}),
     )

@@ -44,6 +44,19 @@ from .base import EngineLayout, parse_version, version_tuple
 
 DEFAULT_VERSION = "main"
 
+#: Model types whose architectures vLLM removed, with the last release that served them
+#: (``vllm/model_executor/models/registry.py`` ``_PREVIOUSLY_SUPPORTED_MODELS``; PRs #24907,
+#: #25866, #45637, #45990, #45993).
+REMOVED = {
+    "phi3small": "0.9.2",
+    "mllama": "0.10.2", "phi4flash": "0.10.2",
+    "dots1": "0.23.0", "bamba": "0.23.0",
+    "minimax": "0.23.0", "minimax_text_01": "0.23.0", "minimax_m1": "0.23.0",
+}
+#: Model types vLLM has never served (not in any registry read).
+UNSERVED = {"bailing_moe_linear": "Ring-linear-2.0's BailingMoeLinearV2ForCausalLM is not in "
+                                  "vLLM's registry; SGLang serves it"}
+
 
 def vllm_layout(version: str | None = None) -> EngineLayout:
     version = parse_version(version, DEFAULT_VERSION, "vllm", allow_main=True)
@@ -68,6 +81,9 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
         kv_formats=frozenset(formats),
         separate_kv_formats=False,
         ssm_dtype_by_model_type={"nemotron_h": "fp16" if old else "fp32"},
-        config_ssm_dtype_key="mamba_ssm_cache_dtype",
-        config_ssm_dtype_model_types=frozenset({"nemotron_h"}),
+        config_ssm_dtype_keys={"nemotron_h": "mamba_ssm_cache_dtype",
+                               "qwen3_5_text": "mamba_ssm_dtype", "qwen3_5_moe_text": "mamba_ssm_dtype"},
+        ssm_dtype_by_kind={"kda": "fp32"},
+        removed_model_types=REMOVED,
+        unserved_model_types=UNSERVED,
     )

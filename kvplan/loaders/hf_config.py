@@ -18,6 +18,12 @@ from ..core.model import Model
 from .attention_families import parse_mla, parse_standard
 from .fields import Fields
 from .kv_keys import uninterpreted
+from .linear_families import (
+    parse_kimi_linear,
+    parse_lfm2,
+    parse_minimax_lightning,
+    parse_minimax_m2,
+)
 from .ssm_families import (
     parse_bamba,
     parse_falcon_h1,
@@ -56,6 +62,15 @@ ADAPTERS.update({
     "bamba": parse_bamba,
     "granitemoehybrid": parse_granitemoehybrid,
     "qwen3_next": parse_qwen3_next,
+    "qwen3_5_text": parse_qwen3_next,  # Qwen3.5 / 3.6: the same gated-DeltaNet keys
+    "qwen3_5_moe_text": parse_qwen3_next,
+    "kimi_linear": parse_kimi_linear,
+    "lfm2": parse_lfm2,
+    "lfm2_moe": parse_lfm2,
+    "minimax_m1": parse_minimax_lightning,
+    "minimax_text_01": parse_minimax_lightning,
+    "minimax": parse_minimax_lightning,
+    "minimax_m2": parse_minimax_m2,
 })
 
 #: transformers config-class defaults for fields a nested ``text_config`` may leave out: a

@@ -45,15 +45,17 @@ NOT_KV = frozenset({
     "rope_theta_global", "rope_theta_local",
     # tokenizer / multimodal indices
     "image_token_index", "video_token_index", "audio_token_index",
-    # model-card style metadata
-    "num_nextn_predict_layers_loss_weight",
+    # model-card style metadata; transformers' generic PretrainedConfig attributes
+    "num_nextn_predict_layers_loss_weight", "pruned_heads", "activation_situ_linear_beta",
 })
+#: Prefixes of names that shape no cache (norm and activation constants, routing).
+NOT_KV_PREFIXES = ("layernorm_", "router_", "activation_")
 
 
 def is_kv_relevant(key: str, family_words: frozenset[str] = frozenset()) -> bool:
     """``family_words``: words that shape the cache of one family only (Mamba-1's
     ``intermediate_size`` is its d_inner, a plain MLP width elsewhere)."""
-    if key in NOT_KV:
+    if key in NOT_KV or key.startswith(NOT_KV_PREFIXES):
         return False
     low = key.lower()
     return KV_WORDS.search(low) is not None or any(w in low for w in family_words)

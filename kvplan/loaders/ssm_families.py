@@ -289,6 +289,9 @@ def parse_granitemoehybrid(f: Fields, model_type: str) -> list[tuple]:
 def parse_qwen3_next(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
     f.get("full_attention_interval")  # layer_types, when given, wins (Qwen3NextConfig)
+    if f.flag("use_sliding_window") and f.has("sliding_window"):
+        raise f.error("use_sliding_window", f"{model_type} with a sliding window is not modelled "
+                      "(vLLM's gated-DeltaNet models run full attention layers)")
     if f.has("layer_types"):
         kinds = layer_kinds(f, model_type, num_layers)
     else:

@@ -115,6 +115,7 @@ def kv_footprint(
             raise InputError(f"must be a positive number of tokens, got {n!r}", field="--context")
     formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype)
     layout.check_options(formats.k.name, formats.v.name, block, tp)
+    layout.check_model(model.model_type, {spec.kind for spec in model.cache_layers})
     stages = pp_stages(model.num_layers, pp)
 
     costs: dict[LayerSpec, LayerCost] = {}

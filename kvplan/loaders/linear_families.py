@@ -1,0 +1,127 @@
+"""Linear-attention hybrids of 2025-2026 whose recurrent layers are not Mamba.
+
+Field names are those of the published configs; the layer rules are vLLM's (research notes in
+docs/architectures.md):
+- kimi_linear (Kimi-Linear, Kimi-K3's text_config): ``linear_attn_config`` names the KDA layers
+  (``kda_layers``) and the MLA layers (``full_attn_layers``) with 1-based numbers (vLLM
+  ``KimiLinearConfig.is_kda_layer(i) = (i + 1) in kda_layers``); without ``kda_layers`` every
+  layer not in ``full_attn_layers`` is KDA. KDA heads and width are ``linear_attn_config``'s
+  ``num_heads`` / ``head_dim`` (the top-level ``head_dim`` is hidden / heads and unused).
+- lfm2 / lfm2_moe (LiquidAI): ``layer_types`` "conv" / "full_attention", or the older
+  ``full_attn_idxs`` (0-based, which wins when both are given); short-conv state of
+  ``conv_L_cache - 1`` x hidden_size.
+- minimax_m1 / minimax_text_01 (MiniMax-M1, MiniMax-Text-01): ``attn_type_list`` 0 =
+  lightning attention (``num_attention_heads`` x ``head_dim`` state), 1 = softmax GQA.
+- minimax_m2: every layer is full attention; its ``attn_type_list`` must say so (all 1).
+"""
+
+from __future__ import annotations
+
+from ..core.layers import KimiDeltaAttention, LightningAttention, MultiHeadLatent, ShortConv
+from .attention_families import attention_shape, attention_spec
+from .fields import Fields
+
+
+def _one_based(f: Fields, key: str, num_layers: int) -> list[int] | None:
+    values = f.array(key)
+    if values is None:
+        return None
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= num_layers:
+            raise f.error(f"{key}[{i}]", f"expected a layer number 1..{num_layers} (1-based), "
+                          f"got {v!r}")
+    if len(set(values)) != len(values):
+        raise f.error(key, "names a layer twice")
+    return values
+
+
+def _mla(f: Fields) -> MultiHeadLatent:
+    return MultiHeadLatent(
+        num_attention_heads=f.integer("num_attention_heads"),
+        kv_lora_rank=f.integer("kv_lora_rank"),
+        qk_rope_head_dim=f.integer("qk_rope_head_dim"),
+        qk_nope_head_dim=f.integer("qk_nope_head_dim"),
+        v_head_dim=f.integer("v_head_dim"),
+    )
+
+
+def parse_kimi_linear(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    lac = f.sub("linear_attn_config")
+    full = _one_based(lac, "full_attn_layers", num_layers)
+    if full is None:
+        raise lac.error("full_attn_layers", "missing: the 1-based numbers of the MLA layers")
+    kda = _one_based(lac, "kda_layers", num_layers)
+    if kda is None:
+        kda = [n for n in range(1, num_layers + 1) if n not in full]
+        f.assume(f"{lac.prefix}kda_layers absent: the {len(kda)} layers not in "
+                 "full_attn_layers are KDA")
+    both = set(kda) & set(full)
+    if both:
+        raise lac.error("kda_layers", f"layer {min(both)} is also in full_attn_layers")
+    missing = sorted(set(range(1, num_layers + 1)) - set(kda) - set(full))
+    if missing:
+        raise lac.error("kda_layers", f"layer {missing[0]} is in neither kda_layers nor "
+                        f"full_attn_layers ({num_layers} layers)")
+    heads, dim = lac.integer("num_heads"), lac.integer("head_dim")
+    state = KimiDeltaAttention(num_k_heads=heads, num_v_heads=heads, head_k_dim=dim,
+                               head_v_dim=dim, conv_kernel=lac.integer("short_conv_kernel_size"))
+    mla = _mla(f)
+    f.get("head_dim"), f.get("num_key_value_heads")  # hidden / heads: neither KDA nor MLA uses them
+    kda_set = set(kda)
+    return [(state,) if i + 1 in kda_set else (mla,) for i in range(num_layers)]
+
+
+def parse_lfm2(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    idxs = f.index_list("full_attn_idxs", num_layers)
+    if idxs is not None:
+        full = set(idxs)
+        if f.has("layer_types"):
+            f.assume(f"{f.prefix}full_attn_idxs wins over layer_types (LFM2 loaders read it first)")
+            f.get("layer_types")
+    else:
+        types = f.str_list("layer_types", num_layers)
+        if types is None:
+            raise f.error("layer_types", "missing (or full_attn_idxs): which layers attend")
+        for i, t in enumerate(types):
+            if t not in ("conv", "full_attention"):
+                raise f.error(f"layer_types[{i}]", f"unknown layer type {t!r}; known: conv, "
+                              "full_attention")
+        full = {i for i, t in enumerate(types) if t == "full_attention"}
+    hidden = f.integer("hidden_size")
+    channels = f.integer("conv_dim", default=hidden, why="the short conv runs over hidden_size")
+    conv = ShortConv(channels=channels, conv_kernel=f.integer("conv_L_cache"))
+    attn = attention_spec(f, model_type, "full", attention_shape(f, model_type)) if full else None
+    return [(attn,) if i in full else (conv,) for i in range(num_layers)]
+
+
+def _attn_types(f: Fields, num_layers: int) -> list[int]:
+    values = f.array("attn_type_list")
+    if values is None:
+        raise f.error("attn_type_list", "missing: 0 (lightning) or 1 (softmax) per layer")
+    if len(values) != num_layers:
+        raise f.error("attn_type_list", f"has {len(values)} entries for {num_layers} layers")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or v not in (0, 1):
+            raise f.error(f"attn_type_list[{i}]", f"expected 0 (lightning) or 1 (softmax), got {v!r}")
+    return values
+
+
+def parse_minimax_lightning(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    types = _attn_types(f, num_layers)
+    heads, _, head_dim, _ = attention_shape(f, model_type)
+    lightning = LightningAttention(num_heads=heads, head_dim=head_dim)
+    attn = attention_spec(f, model_type, "full")
+    return [(attn,) if t == 1 else (lightning,) for t in types]
+
+
+def parse_minimax_m2(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    types = _attn_types(f, num_layers)
+    if 0 in types:
+        raise f.error(f"attn_type_list[{types.index(0)}]", "minimax_m2 has no lightning layers "
+                      "(every layer is softmax attention, 1)")
+    attn = attention_spec(f, model_type, "full")
+    return [(attn,)] * num_layers

@@ -1,0 +1,214 @@
+"""2025-2026 architectures, one test per fixture config, every number derived by hand from the
+config's own fields with the arithmetic written out (TP 1 and TP 8, bf16 and fp8 where the
+format applies). Rules and their sources: docs/architectures.md.
+"""
+
+from __future__ import annotations
+
+import pytest
+from family_helpers import BF16, FP8, FP32, check_attn, check_state, covers, kinds, load, row
+
+from kvplan.core.errors import InputError
+from kvplan.planning.footprint import kv_footprint
+
+# --------------------------------------------------------------------------------------------
+# Kimi delta attention (KDA) + MLA
+# --------------------------------------------------------------------------------------------
+
+
+def kda_layer_bytes(heads: int, dim: int, kernel: int, tp: int, conv_bytes: int, cols_dropped: int = 1):
+    """conv over q, k, v (3 x heads x dim channels) x (kernel - dropped) columns + the
+    heads x dim x dim recurrent state in fp32, both split by heads."""
+    return (3 * heads * dim // tp) * (kernel - cols_dropped) * conv_bytes + (heads // tp) * dim * dim * FP32
+
+
+@covers("moonshotai__Kimi-Linear-48B-A3B-Instruct.json")
+def test_kimi_linear_48b():
+    m = load("moonshotai__Kimi-Linear-48B-A3B-Instruct.json")
+    # linear_attn_config: kda_layers 1-3,5-7,...,25,26 (20 layers, 1-based), full_attn_layers
+    # 4,8,12,16,20,24,27 (7 MLA layers); 27 layers in all
+    mla_at = {4, 8, 12, 16, 20, 24, 27}
+    assert kinds(m) == [("mla",) if i + 1 in mla_at else ("kda",) for i in range(27)]
+    for tp, kv, kv_bytes in ((1, "bf16", BF16), (8, "bf16", BF16), (1, "fp8", FP8), (8, "fp8", FP8)):
+        fp = kv_footprint(m, [4096], kv_dtype=kv, tp=tp, block_size_tokens=1)
+        # MLA latent kv_lora_rank 512 + qk_rope_head_dim 64 = 576 elements, one copy per rank
+        assert row(fp, "mla").bytes_per_token_per_rank == 576 * kv_bytes
+        assert fp.bytes_per_token == 7 * 576 * kv_bytes  # 8,064 B bf16, 4,032 B fp8
+        # KDA: 32 heads x 128, short_conv_kernel_size 4: vLLM keeps 3 conv columns in the model
+        # dtype (bf16) and the state in fp32 whatever --kv-dtype says
+        kda = row(fp, "kda")
+        assert kda.state_bytes_per_rank == kda_layer_bytes(32, 128, 4, tp, BF16)
+    one = kv_footprint(m, [4096], block_size_tokens=1)
+    # 3 x 12,288 x 2 B = 73,728 B conv + 32 x 128 x 128 x 4 B = 2,097,152 B state, x 20 layers
+    assert one.state_bytes_per_sequence == 20 * (73_728 + 2_097_152) == 43_417_600
+    assert row(kv_footprint(m, [4096], tp=8), "kda").state_bytes_per_rank == 9_216 + 262_144
+    # SGLang: conv bf16, state fp32: the same bytes; llama.cpp: both fp32 (4 B conv)
+    assert kv_footprint(m, [1], engine="sglang").state_bytes_per_sequence == 43_417_600
+    cpp = kv_footprint(m, [1], engine="llama.cpp")
+    assert cpp.state_bytes_per_sequence == 20 * (3 * 4096 * 3 * 4 + 2_097_152)
+    # transformers: kvplan has not established how its cache keeps KDA state
+    with pytest.raises(InputError, match="has not established how hf stores kda state"):
+        kv_footprint(m, [1], engine="hf")
+
+
+@covers("moonshotai__Kimi-K3.json")
+def test_kimi_k3():
+    m = load("moonshotai__Kimi-K3.json")
+    # text_config (kimi_linear): 93 layers, full_attn_layers 4, 8, ..., 92 and 93 (24 MLA),
+    # kda_layers the other 69; KDA 96 heads x 128, kernel 4
+    mla_at = set(range(4, 93, 4)) | {93}
+    assert len(mla_at) == 24
+    assert kinds(m) == [("mla",) if i + 1 in mla_at else ("kda",) for i in range(93)]
+    # without kda_layers, the layers not in full_attn_layers are KDA (and that is stated)
+    text = dict(m.config["text_config"])
+    text["linear_attn_config"] = {k: v for k, v in text["linear_attn_config"].items()
+                                  if k != "kda_layers"}
+    m2 = load("x.json", {**m.config, "text_config": text})
+    assert m2.layers == m.layers
+    assert ("text_config.linear_attn_config.kda_layers absent: the 69 layers not in "
+            "full_attn_layers are KDA") in m2.assumptions
+    fp = kv_footprint(m, [1])
+    assert fp.bytes_per_token == 24 * (512 + 64) * BF16 == 27_648
+    # 3 x 96 x 128 = 36,864 channels x 3 x 2 B = 221,184; 96 x 128 x 128 x 4 = 6,291,456
+    assert fp.state_bytes_per_sequence == 69 * (221_184 + 6_291_456) == 449_372_160
+    tp8 = kv_footprint(m, [1], tp=8)
+    assert row(tp8, "kda").state_bytes_per_rank == kda_layer_bytes(96, 128, 4, 8, BF16) == 814_080
+
+
+def test_kimi_layer_lists_are_checked():
+    cfg = load("moonshotai__Kimi-Linear-48B-A3B-Instruct.json").config
+    bad = {**cfg, "linear_attn_config": {**cfg["linear_attn_config"], "kda_layers": [1, 2, 4]}}
+    with pytest.raises(Exception, match="layer 4 is also in full_attn_layers"):
+        load("x.json", bad)
+    gap = {**cfg, "linear_attn_config": {**cfg["linear_attn_config"], "kda_layers": [1, 2, 3]}}
+    with pytest.raises(Exception, match="layer 5 is in neither kda_layers nor full_attn_layers"):
+        load("x.json", gap)
+    zero = {**cfg, "linear_attn_config": {**cfg["linear_attn_config"], "full_attn_layers": [0]}}
+    with pytest.raises(Exception, match=r"full_attn_layers\[0\]: expected a layer number 1..27"):
+        load("x.json", zero)
+
+
+# --------------------------------------------------------------------------------------------
+# Gated DeltaNet: Qwen3.5 / Qwen3.6 and Qwen3-Next
+# --------------------------------------------------------------------------------------------
+
+
+def gdn_layer_bytes(hk, hv, dk, dv, kernel, tp, conv_bytes, state_bytes, dropped=1):
+    conv = (2 * hk * dk + hv * dv) // tp * (kernel - dropped) * conv_bytes
+    return conv + (hv // tp) * dk * dv * state_bytes
+
+
+@covers("Qwen__Qwen3.5-27B.json")
+def test_qwen35_27b():
+    m = load("Qwen__Qwen3.5-27B.json")
+    # text_config (qwen3_5_text): 64 layers, layer_types: 3 linear then 1 full, 16 times
+    assert kinds(m) == [("full_attention",) if (i + 1) % 4 == 0 else ("linear_attention",)
+                        for i in range(64)]
+    # linear: 16 key heads, 48 value heads, 128 x 128, kernel 4; vLLM reads mamba_ssm_dtype
+    # (float32) for the recurrent state of Qwen3.5 and keeps the conv in bf16
+    v = kv_footprint(m, [1])
+    assert row(v, "linear_attention").state_bytes == gdn_layer_bytes(16, 48, 128, 128, 4, 1, BF16, FP32)
+    assert v.state_bytes_per_sequence == 48 * (61_440 + 3_145_728) == 153_944_064
+    # full attention: 4 KV heads x 256 (K and V), bf16: 2 x 4 x 256 x 2 = 4,096 B per layer
+    check_attn(row(v, "full_attention"), count=16, kv_heads=4, head_dim=256, window=None,
+               bytes_per_token=2 * 4 * 256 * BF16)
+    assert v.bytes_per_token == 16 * 4_096 == 65_536
+    assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 16 * 2 * 4 * 256 * FP8
+    tp8 = kv_footprint(m, [1], tp=8)
+    # 4 KV heads on 8 ranks: one head per rank, replicated: 2 x 1 x 256 x 2 = 1,024 B per layer
+    assert row(tp8, "full_attention").bytes_per_token_per_rank == 1_024
+    assert row(tp8, "linear_attention").state_bytes_per_rank == 7_680 + 393_216
+    # SGLang reads the same mamba_ssm_dtype; llama.cpp keeps both in fp32 with K - 1 columns
+    assert kv_footprint(m, [1], engine="sglang").state_bytes_per_sequence == 153_944_064
+    assert kv_footprint(m, [1], engine="llama.cpp", pp=1).state_bytes_per_sequence == \
+        48 * gdn_layer_bytes(16, 48, 128, 128, 4, 1, FP32, FP32)
+
+
+@covers("Qwen__Qwen3.5-397B-A17B.json")
+def test_qwen35_397b_moe():
+    m = load("Qwen__Qwen3.5-397B-A17B.json")
+    # qwen3_5_moe_text: 60 layers (45 linear, 15 full); linear 16 key / 64 value heads x 128
+    fp = kv_footprint(m, [1])
+    assert fp.state_bytes_per_sequence == 45 * gdn_layer_bytes(16, 64, 128, 128, 4, 1, BF16, FP32)
+    assert fp.state_bytes_per_sequence == 45 * (73_728 + 4_194_304) == 192_061_440
+    # full: 2 KV heads x 256: 2,048 B per layer, x 15
+    assert fp.bytes_per_token == 15 * 2 * 2 * 256 * BF16 == 30_720
+    tp8 = kv_footprint(m, [1], tp=8)
+    assert tp8.sequences[0].per_gpu_bytes == 45 * (9_216 + 524_288) + 15 * 1_024 * 16  # 16-token block
+    assert "text_config.mtp_num_hidden_layers = 1: the MTP layer(s) are not counted (they cache " \
+           "KV only when used as a speculative draft)" in m.assumptions
+
+
+@covers("Qwen__Qwen3-Next-80B-A3B-Thinking.json")
+def test_qwen3_next_real_config_has_no_layer_types():
+    m = load("Qwen__Qwen3-Next-80B-A3B-Thinking.json")
+    # 48 layers, full_attention_interval 4 (no layer_types in the published file): 36 linear
+    assert [k for (k,) in kinds(m)].count("linear_attention") == 36
+    # no state dtype key: vLLM keeps conv and state in the model dtype (bf16); SGLang's state
+    # default is fp32, twice the state bytes
+    per_vllm = gdn_layer_bytes(16, 32, 128, 128, 4, 1, BF16, BF16)
+    assert per_vllm == 49_152 + 1_048_576
+    assert kv_footprint(m, [1]).state_bytes_per_sequence == 36 * per_vllm == 39_518_208
+    assert kv_footprint(m, [1], engine="sglang").state_bytes_per_sequence == \
+        36 * gdn_layer_bytes(16, 32, 128, 128, 4, 1, BF16, FP32) == 77_266_944
+
+
+# --------------------------------------------------------------------------------------------
+# MiniMax: lightning attention (M1, Text-01) and full attention (M2.x)
+# --------------------------------------------------------------------------------------------
+
+
+@covers("MiniMaxAI__MiniMax-M1.json")
+def test_minimax_m1_lightning_and_engines_that_dropped_it():
+    m = load("MiniMaxAI__MiniMax-M1.json")
+    # attn_type_list: 7 lightning (0) then 1 softmax (1), 10 times over 80 layers
+    assert kinds(m) == [("full_attention",) if (i + 1) % 8 == 0 else ("lightning_attention",)
+                        for i in range(80)]
+    with pytest.raises(InputError, match="vllm does not serve 'minimax_m1' models: vllm removed "
+                       r"them after release 0.23.0 \(plan with --engine vllm@0.23.0\)"):
+        kv_footprint(m, [1])
+    fp = kv_footprint(m, [1], engine="vllm@0.23.0")
+    # lightning state 64 heads x 128 x 128 in the model dtype (bf16) = 2,097,152 B per layer
+    check_state(row(fp, "lightning_attention"), count=70, state_bytes=64 * 128 * 128 * BF16)
+    assert fp.state_bytes_per_sequence == 70 * 2_097_152 == 146_800_640
+    # softmax layers: 8 KV heads x 128: 2 x 8 x 128 x 2 = 4,096 B, x 10
+    assert fp.bytes_per_token == 10 * 4_096 == 40_960
+    tp8 = kv_footprint(m, [1], engine="vllm@0.23.0", tp=8, block_size_tokens=1)
+    assert tp8.sequences[0].per_gpu_bytes == 70 * 8 * 128 * 128 * BF16 + 10 * 2 * 1 * 128 * BF16
+    with pytest.raises(InputError, match="not established that SGLang serves"):
+        kv_footprint(m, [1], engine="sglang")
+
+
+@covers("MiniMaxAI__MiniMax-M2.7.json")
+def test_minimax_m2_is_full_attention():
+    m = load("MiniMaxAI__MiniMax-M2.7.json")
+    # attn_type_list all 1 (softmax), 62 layers, 8 KV heads x head_dim 128; MTP not counted
+    fp = kv_footprint(m, [1])
+    check_attn(row(fp, "full_attention"), count=62, kv_heads=8, head_dim=128, window=None,
+               bytes_per_token=2 * 8 * 128 * BF16)
+    assert fp.bytes_per_token == 62 * 4_096 == 253_952
+    cfg = {**m.config, "attn_type_list": [0] + [1] * 61}
+    with pytest.raises(Exception, match=r"attn_type_list\[0\]: minimax_m2 has no lightning layers"):
+        load("x.json", cfg)
+
+
+# --------------------------------------------------------------------------------------------
+# LFM2: short-conv state + GQA
+# --------------------------------------------------------------------------------------------
+
+
+@covers("LiquidAI__LFM2-1.2B.json")
+def test_lfm2_short_conv():
+    m = load("LiquidAI__LFM2-1.2B.json")
+    full = {2, 5, 8, 10, 12, 14}  # full_attn_idxs, 0-based; 16 layers
+    assert kinds(m) == [("full_attention",) if i in full else ("short_conv",) for i in range(16)]
+    fp = kv_footprint(m, [1])
+    # conv_L_cache 3: vLLM keeps 2 columns x hidden 2048 x 2 B = 8,192 B per conv layer, x 10
+    check_state(row(fp, "short_conv"), count=10, state_bytes=2 * 2048 * BF16)
+    assert fp.state_bytes_per_sequence == 81_920
+    # attention: 8 KV heads x 2048 / 32 = 64: 2 x 8 x 64 x 2 = 2,048 B per layer, x 6
+    assert fp.bytes_per_token == 6 * 2_048 == 12_288
+    tp8 = kv_footprint(m, [1], tp=8, block_size_tokens=1)
+    assert tp8.sequences[0].per_gpu_bytes == 10 * 2 * 256 * BF16 + 6 * 2 * 1 * 64 * BF16
+    # llama.cpp keeps the conv state in fp32 (n_embd x (L_cache - 1))
+    assert kv_footprint(m, [1], engine="llama.cpp").state_bytes_per_sequence == 10 * 2048 * 2 * 4
