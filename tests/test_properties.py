@@ -53,7 +53,7 @@ def test_footprint_non_decreasing_in_context(stem, engine, a, b):
     last = layout.removed_model_types.get(MODELS[stem].model_type)
     layout = get_engine(f"{engine}@{last}") if last else layout  # the last release serving it
     try:
-        layout.check_model(MODELS[stem].model_type, {s.kind for s in MODELS[stem].cache_layers})
+        layout.check_model(MODELS[stem])
     except InputError:
         pytest.skip(f"{engine} does not serve or model {stem}")
     fp = kv_footprint(MODELS[stem], contexts=(lo, hi), kv_dtype="bf16", engine=layout)

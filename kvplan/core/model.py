@@ -36,6 +36,11 @@ class Model:
     #: the caller accepted the standard-decoder reading of a config kvplan could not establish
     #: (``--assume-standard-attention``); the assumption and what it ignored are in assumptions
     standard_attention_assumed: bool = False
+    #: the last N layers read earlier layers' K and V and hold no cache (Gemma-3n / Gemma-4)
+    kv_shared_layers: int = 0
+    #: the KV format the checkpoint's quantization_config declares (``kv_cache_scheme``,
+    #: ``kv_cache_quant_algo``), which engines that apply it use for ``--kv-dtype auto``
+    checkpoint_kv_format: str | None = None
 
     @property
     def num_layers(self) -> int:

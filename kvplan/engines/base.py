@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.errors import InputError, ParallelismError
+from ..core.model import Model
 from ..core.tokens import (
     chunked_blocks_peak,
     fixed_cache_blocks,
@@ -97,6 +98,14 @@ class EngineLayout:
     removed_model_types: dict[str, str] = field(default_factory=dict, hash=False)
     unserved_model_types: dict[str, str] = field(default_factory=dict, hash=False)
     state_kinds: frozenset[str] | None = None
+    kv_sharing: bool = True  # layers that read another layer's K and V allocate nothing
+    unify_page_sizes: bool = False  # vLLM: smaller pages get larger blocks (costs.unify_pages)
+    #: whether ``--kv-dtype auto`` takes the checkpoint's KV scheme (``quantization_config``'s
+    #: ``kv_cache_scheme`` / ``kv_cache_quant_algo``): True (vLLM ``Attention.__init__``), False
+    #: (the engine ignores it), None (not established: ``auto`` is refused for such checkpoints)
+    applies_checkpoint_kv_scheme: bool | None = None
+    #: model type -> why the engine stores its KV in the model dtype whatever --kv-dtype says
+    model_dtype_kv_only: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def label(self) -> str:
@@ -196,9 +205,10 @@ class EngineLayout:
 
     # ---- models -----------------------------------------------------------------------------
 
-    def check_model(self, model_type: str, kinds: set[str]) -> None:
+    def check_model(self, model: Model) -> None:
         """Refuse a model the engine does not serve (at this version), or one with a layer kind
-        whose layout kvplan has not established for this engine."""
+        (or KV sharing) whose layout kvplan has not established for this engine."""
+        model_type, kinds = model.model_type, {spec.kind for spec in model.cache_layers}
         last = self.removed_model_types.get(model_type)
         if last is not None and version_tuple(self.version) > version_tuple(last):
             raise InputError(f"{self.label} does not serve {model_type!r} models: {self.name} removed "
@@ -214,6 +224,17 @@ class EngineLayout:
                 raise InputError(f"kvplan has not established how {self.label} stores "
                                  f"{', '.join(missing)} state (layers of {model_type!r}); plan it "
                                  f"with an engine that models it", field="--engine")
+        if model.kv_shared_layers and not self.kv_sharing:
+            raise InputError(f"kvplan has not established whether {self.label} allocates cache for "
+                             f"the {model.kv_shared_layers} KV-sharing layers of {model_type!r}; "
+                             "plan it with vllm, llama.cpp or hf", field="--engine")
+
+    def check_kv_format(self, model: Model, format_name: str) -> None:
+        """Refuse a KV format the engine would not apply to this model."""
+        why = self.model_dtype_kv_only.get(model.model_type)
+        if why and format_name != self.auto_kv_dtype(model.dtype, model.model_type):
+            raise InputError(f"{self.label} keeps {model.model_type!r} KV in the model dtype: "
+                             f"{why}; plan it with --kv-dtype auto", field="--kv-dtype")
 
     # ---- options ----------------------------------------------------------------------------
 

@@ -8,10 +8,11 @@ engine's rules for MLA, conv-state width and state dtypes, and the TP splitting 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ..core.dtypes import dtype_bytes
+from ..core.errors import InputError
 from ..core.formats import KvFormatPair
 from ..core.layers import (
     ChunkedLocal,
@@ -49,6 +50,9 @@ class LayerCost:
     notes: tuple[str, ...] = ()
     formats: KvFormatPair | None = None  # attention kinds only
     policy: str = "all"  # how the engine holds this layer's tokens (engines.base.POLICIES)
+    #: this layer's blocks hold ``block_multiple`` x the engine's block of tokens (vLLM raises
+    #: the block of the smaller-page layers until every page is one size; ``unify_pages``)
+    block_multiple: int = 1
 
     def rank_bytes_for_tokens(self, tokens: int) -> Fraction:
         """Bytes of ``tokens`` cached tokens of one layer on one rank (KIVI residual included)."""
@@ -61,8 +65,10 @@ class LayerCost:
         return b
 
     def held_tokens(self, n: int, block_tokens: int, engine: EngineLayout) -> int:
-        """Token slots (whole blocks) held at context n, worst case up to n (engine rules)."""
-        return engine.held_tokens(self.policy, self.window_tokens, n, block_tokens)
+        """Token slots (whole blocks) held at context n, worst case up to n (engine rules);
+        ``block_tokens`` is the engine's block, this layer's is ``block_multiple`` of them."""
+        return engine.held_tokens(self.policy, self.window_tokens, n,
+                                  block_tokens * self.block_multiple)
 
 
 def _attention_cost(spec, count, engine, formats, tp, model_type) -> LayerCost:
@@ -202,3 +208,32 @@ def layer_cost(spec: LayerSpec, count: int, engine: EngineLayout, formats: KvFor
     if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal, MultiHeadLatent)):
         return _attention_cost(spec, count, engine, formats, tp, model.model_type)
     raise TypeError(f"unknown layer spec {spec!r}")
+
+
+def unify_pages(costs: list[LayerCost], block_tokens: int, engine: EngineLayout) -> list[LayerCost]:
+    """vLLM's ``unify_kv_cache_spec_page_size``: when attention layers of different spec types
+    (full, sliding, chunked) have pages of different sizes, the largest page wins and every
+    smaller-page layer's block is raised by the ratio, which must be whole
+    (``vllm/v1/core/kv_cache_utils.py``). Gemma-4-26B at TP 1, bf16, 16-token blocks: sliding
+    pages 16 x 8,192 B = 131,072 B, full pages 16 x 4,096 B = 65,536 B, so the full layers get
+    32-token blocks. One spec type with unequal pages is vLLM's uniform-type case (no change);
+    other engines keep their block everywhere."""
+    attn = [c for c in costs if not c.state_bytes_per_rank and c.bytes_per_token_per_rank]
+    types = {"all" if c.policy == "all" else c.policy for c in attn}
+    if not engine.unify_page_sizes or len(types) < 2:
+        return costs
+    pages = {id(c): c.bytes_per_token_per_rank * block_tokens for c in attn}
+    largest = max(pages.values())
+    out = []
+    for c in costs:
+        if id(c) not in pages:
+            out.append(c)
+            continue
+        ratio = largest / pages[id(c)]
+        if ratio.denominator != 1:
+            raise InputError(f"vLLM cannot group this model's KV caches: a page of "
+                             f"{pages[id(c)]} B does not divide the largest page of {largest} B "
+                             f"({block_tokens}-token blocks); try another --block-size or KV "
+                             "format", field="MODEL")
+        out.append(replace(c, block_multiple=int(ratio)) if ratio != 1 else c)
+    return out

@@ -33,7 +33,7 @@ QUANTISED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 #: Architectures whose sliding windows llama.cpp implements (an iSWA cache); others, such as
 #: Mistral-7B-v0.1 under the llama architecture, run every layer as full attention.
 SWA_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "cohere2", "gpt_oss", "llama4",
-                             "llama4_text"})
+                             "llama4_text", "gemma3n_text", "gemma4_text", "mimo_v2_flash"})
 
 
 def llama_cpp_layout(version: str | None = None) -> EngineLayout:
@@ -61,5 +61,6 @@ def llama_cpp_layout(version: str | None = None) -> EngineLayout:
         ssm_state_dtype="fp32",
         state_dtype_fixed=True,
         max_tp=1,
+        applies_checkpoint_kv_scheme=False,  # GGUF files carry no KV scheme: -ctk/-ctv decide
         v_needs_flash_attention=frozenset(QUANTISED),
     )

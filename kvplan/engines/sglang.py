@@ -56,6 +56,10 @@ def sglang_layout(version: str | None = None) -> EngineLayout:
         conv_state_dtype="bf16",
         ssm_state_dtype="fp32",
         config_ssm_dtype_keys={"*": "mamba_ssm_dtype"},
-        unserved_model_types={t: "kvplan has not established that SGLang serves MiniMax-Text-01 "
-                              "or MiniMax-M1" for t in ("minimax", "minimax_text_01", "minimax_m1")},
+        unserved_model_types={
+            **{t: "kvplan has not established that SGLang serves MiniMax-Text-01 or MiniMax-M1"
+               for t in ("minimax", "minimax_text_01", "minimax_m1")},
+            "nemotron-nas": "kvplan has not established whether SGLang's pool spans the "
+                            "attention-free DeciLM layers (its code sizes it for every layer)"},
+        kv_sharing=False,
     )

@@ -85,5 +85,10 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
                                "qwen3_5_text": "mamba_ssm_dtype", "qwen3_5_moe_text": "mamba_ssm_dtype"},
         ssm_dtype_by_kind={"kda": "fp32"},
         removed_model_types=REMOVED,
+        unify_page_sizes=True,
+        model_dtype_kv_only={"mimo_v2_flash": "its model file passes no cache config to the "
+                             "attention layers, so --kv-cache-dtype does not reach them (as read "
+                             "in mimo_v2_flash.py; not measured)"},
+        applies_checkpoint_kv_scheme=True,
         unserved_model_types=UNSERVED,
     )

@@ -17,6 +17,7 @@ from ..core.errors import ConfigError
 from ..core.model import Model
 from .attention_families import parse_mla, parse_standard
 from .fields import Fields
+from .geometry_families import parse_gemma3n, parse_gemma4, parse_mimo_v2, parse_nemotron_nas
 from .kv_keys import uninterpreted
 from .linear_families import (
     parse_kimi_linear,
@@ -71,6 +72,10 @@ ADAPTERS.update({
     "minimax_text_01": parse_minimax_lightning,
     "minimax": parse_minimax_lightning,
     "minimax_m2": parse_minimax_m2,
+    "gemma4_text": parse_gemma4,
+    "gemma3n_text": parse_gemma3n,
+    "mimo_v2_flash": parse_mimo_v2,
+    "nemotron-nas": parse_nemotron_nas,
 })
 
 #: transformers config-class defaults for fields a nested ``text_config`` may leave out: a
@@ -186,6 +191,31 @@ def _layers(f: Fields, model_type: str, assume_standard: bool) -> tuple[list[tup
     return parse_standard(f, model_type), True
 
 
+def checkpoint_kv_format(config: dict, text: dict, source: str) -> str | None:
+    """The KV format a quantised checkpoint declares: compressed-tensors / ModelOpt
+    ``kv_cache_scheme`` {type: float, num_bits: 8} or ModelOpt ``kv_cache_quant_algo`` "FP8"
+    (fp8 e4m3 with per-tensor scales, vLLM ``BaseKVCacheMethod``); None when it declares none."""
+    q = config.get("quantization_config") or text.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    scheme, algo = q.get("kv_cache_scheme"), q.get("kv_cache_quant_algo")
+    if scheme is not None:
+        if not isinstance(scheme, dict):
+            raise ConfigError("expected an object", source=source,
+                              field="quantization_config.kv_cache_scheme")
+        if scheme.get("type") == "float" and scheme.get("num_bits") == 8:
+            return "fp8_e4m3"
+        raise ConfigError(f"KV scheme type={scheme.get('type')!r} num_bits={scheme.get('num_bits')!r}"
+                          " is not modelled (fp8: type float, num_bits 8)", source=source,
+                          field="quantization_config.kv_cache_scheme")
+    if algo is not None:
+        if str(algo).upper() == "FP8":
+            return "fp8_e4m3"
+        raise ConfigError(f"kv_cache_quant_algo {algo!r} is not modelled (FP8 is)", source=source,
+                          field="quantization_config.kv_cache_quant_algo")
+    return None
+
+
 def parse_config(config: object, *, name: str, source: str, hub_id: str | None = None,
                  assume_standard_attention: bool = False) -> Model:
     """Parse one config.json mapping into a ``Model``. ``assume_standard_attention`` accepts
@@ -246,4 +276,6 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         warnings=(),
         config=config,
         standard_attention_assumed=assumed,
+        kv_shared_layers=f.opt_int("num_kv_shared_layers", minimum=0) or 0,
+        checkpoint_kv_format=checkpoint_kv_format(config, f.config, source),
     )

@@ -32,9 +32,10 @@ def pool_layers(costs: list[LayerCost], block: int, state_page: int | None,
             page = state_page if state_page is not None else c.state_bytes_per_rank
             out.append(PoolLayer(("state", c.kind, page), "state", page, max_model_len))
         else:
-            page = ceil_bytes(c.rank_bytes_for_tokens(block))
+            tokens = block * c.block_multiple
+            page = ceil_bytes(c.rank_bytes_for_tokens(tokens))
             out.append(PoolLayer((c.kind, page, c.window_tokens if kind != "full" else None), kind,
-                                 page, block, c.window_tokens if kind != "full" else None))
+                                 page, tokens, c.window_tokens if kind != "full" else None))
     return out
 
 
@@ -82,8 +83,11 @@ def seq_bytes_on_stage(fp: Footprint, draft_fp: Footprint | None, stage: int, pp
 
 def prefix_bytes(costs: list[LayerCost], prefix: int, block: int) -> int:
     """Bytes of a shared prefix in the full-attention layers (whole blocks only)."""
-    tokens = (prefix // block) * block
-    return ceil_bytes(sum((c.rank_bytes_for_tokens(tokens) for c in costs
+    def whole(c: LayerCost) -> int:
+        b = block * c.block_multiple
+        return (prefix // b) * b
+
+    return ceil_bytes(sum((c.rank_bytes_for_tokens(whole(c)) for c in costs
                            if not c.state_bytes_per_rank and pool_kind(c) == "full"), Fraction(0)))
 
 
@@ -97,9 +101,10 @@ def vllm_seq_blocks(plan: StagePlan, fp_block: int, n: int, prefix: int, layout)
             private += 1
             continue
         policy = {"sliding": "window", "chunked": "chunk"}.get(lay.kind, "all")
-        held = layout.held_tokens(policy, lay.window_tokens, n, fp_block) // fp_block
+        b = lay.block_tokens  # the engine's block, or a multiple (vLLM page unification)
+        held = layout.held_tokens(policy, lay.window_tokens, n, b) // b
         if lay.kind == "full" and prefix:
-            p = prefix // fp_block
+            p = prefix // b
             shared += p
             held -= p
         private += held

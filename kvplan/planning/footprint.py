@@ -27,7 +27,7 @@ from ..core.model import Model
 from ..core.parallel import check_degree, pp_stages
 from ..core.units import ceil_bytes
 from ..engines import EngineLayout, get_engine
-from ..engines.costs import LayerCost, layer_cost
+from ..engines.costs import LayerCost, layer_cost, unify_pages
 
 
 class SequenceBytes(NamedTuple):
@@ -56,11 +56,19 @@ class Footprint:
 
 def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
                     k_dtype: str | None = None, v_dtype: str | None = None) -> KvFormatPair:
-    """Formats for K and V: ``auto`` is the engine's reading of the model dtype."""
+    """Formats for K and V: ``auto`` is the checkpoint's KV scheme where the engine applies it,
+    else the engine's reading of the model dtype."""
     def one(spec: str) -> KvFormatPair:
-        if spec.strip().lower() == "auto":
-            return parse_format(engine.auto_kv_dtype(model.dtype, model.model_type))
-        return parse_format(spec)
+        if spec.strip().lower() != "auto":
+            return parse_format(spec)
+        scheme = model.checkpoint_kv_format
+        if scheme and engine.applies_checkpoint_kv_scheme:
+            return parse_format(scheme)
+        if scheme and engine.applies_checkpoint_kv_scheme is None:
+            raise InputError(f"the checkpoint declares a {scheme} KV cache and kvplan has not "
+                             f"established whether {engine.label} applies it under auto; pass "
+                             "--kv-dtype", field="--kv-dtype")
+        return parse_format(engine.auto_kv_dtype(model.dtype, model.model_type))
 
     base = one(kv_dtype)
     k = one(k_dtype).k if k_dtype else base.k
@@ -115,15 +123,22 @@ def kv_footprint(
             raise InputError(f"must be a positive number of tokens, got {n!r}", field="--context")
     formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype)
     layout.check_options(formats.k.name, formats.v.name, block, tp)
-    layout.check_model(model.model_type, {spec.kind for spec in model.cache_layers})
+    layout.check_model(model)
+    layout.check_kv_format(model, formats.name)
     stages = pp_stages(model.num_layers, pp)
 
     costs: dict[LayerSpec, LayerCost] = {}
     for spec, count in model.layer_groups():
         costs[spec] = layer_cost(spec, count, layout, formats, tp, model, state_dtype)
+    costs = dict(zip(costs, unify_pages(list(costs.values()), block, layout), strict=True))
     by_layer = [[costs[spec] for spec in block] for block in model.layers]
     rows = tuple(costs.values())
-    notes = tuple(dict.fromkeys([*(n for c in rows for n in c.notes),
+    scheme = [] if not (model.checkpoint_kv_format and layout.applies_checkpoint_kv_scheme
+                        and "auto" in {s.strip().lower() for s in (kv_dtype, k_dtype or "auto",
+                                                                     v_dtype or "auto")}) else [
+        f"KV format auto = {model.checkpoint_kv_format}: the checkpoint's quantization_config "
+        f"declares it and {layout.name} applies it"]
+    notes = tuple(dict.fromkeys([*scheme, *(n for c in rows for n in c.notes),
                                  *layout.format_notes(formats.v.name)]))
     mixes = [_stage_mix(stage, by_layer) for stage in stages]
     sequences = tuple(_sequence_bytes(n, mixes, tp, block, layout) for n in contexts)

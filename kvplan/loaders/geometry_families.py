@@ -1,0 +1,180 @@
+"""Families whose layers do not share one attention geometry, or share KV across layers.
+
+Rules as vLLM implements them (research notes in docs/architectures.md):
+- gemma4_text (Gemma-4): ``layer_types`` sliding / full; sliding layers use ``head_dim`` and
+  ``num_key_value_heads``, full layers ``global_head_dim`` and, with ``attention_k_eq_v``,
+  ``num_global_key_value_heads`` (``Gemma4DecoderLayer``; newer transformers re-saves may
+  write ``per_layer_config`` instead). K = V shares a projection, not the cache: both are
+  stored. The last ``num_kv_shared_layers`` layers reuse an earlier layer's K and V and
+  allocate nothing (``kv_sharing_target_layer_name``).
+- gemma3n_text (Gemma-3n): one geometry, ``layer_types`` windows, the same KV sharing.
+- mimo_v2_flash (MiMo-V2-Flash): ``hybrid_layer_pattern`` 1 = sliding window
+  (``swa_num_key_value_heads``, ``swa_head_dim``, ``swa_v_head_dim``, window
+  ``sliding_window_size``), 0 = full (``num_key_value_heads``, ``head_dim``, ``v_head_dim``);
+  vLLM's MiMo config convertor drops ``attention_chunk_size`` (the model does not use it).
+- nemotron-nas (DeciLM: Llama-3.x-Nemotron Super / Ultra): ``block_configs[i].attention``:
+  ``no_op`` layers have no attention and no cache; the others have
+  ``num_attention_heads / n_heads_in_group`` KV heads of ``hidden_size / num_attention_heads``.
+"""
+
+from __future__ import annotations
+
+from ..core.layers import FullAttention, SlidingWindow
+from .attention_families import layer_kinds
+from .fields import Fields
+
+
+def _shared(f: Fields, num_layers: int) -> int:
+    n = f.integer("num_kv_shared_layers", default=0, minimum=0,
+                  why="no KV sharing unless the config says so")
+    if n >= num_layers:
+        raise f.error("num_kv_shared_layers", f"{n} shared layers leave none of the "
+                      f"{num_layers} layers to hold the cache")
+    return n
+
+
+def _gemma_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
+    if not f.has("layer_types"):
+        raise f.error("layer_types", f"missing: {model_type} configs list each layer's attention "
+                      "type")
+    kinds = layer_kinds(f, model_type, num_layers)
+    bad = [i for i, k in enumerate(kinds) if k not in ("full", "sliding")]
+    if bad:
+        raise f.error(f"layer_types[{bad[0]}]", f"{model_type} has no {kinds[bad[0]]} layers")
+    return kinds
+
+
+def _with_sharing(blocks: list[tuple], shared: int) -> list[tuple]:
+    """The last ``shared`` layers read earlier layers' K and V: no cache of their own."""
+    return blocks[:len(blocks) - shared] + [()] * shared
+
+
+def parse_gemma4(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    kinds = _gemma_kinds(f, model_type, num_layers)
+    heads = f.integer("num_attention_heads")
+    kv, head_dim = f.integer("num_key_value_heads"), f.integer("head_dim")
+    sliding = SlidingWindow(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=head_dim,
+                            head_dim_v=head_dim, window_tokens=f.integer("sliding_window"))
+    k_eq_v = f.flag("attention_k_eq_v")
+    per_layer = f.mapping("per_layer_config")
+    if per_layer and (f.has("global_head_dim") or f.has("num_global_key_value_heads")):
+        raise f.error("per_layer_config", "given beside global_head_dim / "
+                      "num_global_key_value_heads: the config must say one or the other")
+    full_kv = f.integer("num_global_key_value_heads") if k_eq_v and not per_layer else kv
+    if not k_eq_v:
+        f.get("num_global_key_value_heads")  # unused without attention_k_eq_v (vLLM, HF)
+    full_dim = f.integer("global_head_dim", default=512, why="Gemma4TextConfig default") \
+        if not per_layer else head_dim
+    full = FullAttention(num_attention_heads=heads, num_kv_heads=full_kv, head_dim_k=full_dim,
+                         head_dim_v=full_dim)
+    blocks: list[tuple] = []
+    for i, k in enumerate(kinds):
+        if k == "sliding":
+            blocks.append((sliding,))
+            continue
+        override = per_layer.get(str(i))
+        if override is None:
+            blocks.append((full,))
+            continue
+        if not isinstance(override, dict):
+            raise f.error(f"per_layer_config.{i}", "expected an object with head_dim and "
+                          "num_key_value_heads")
+        sub = f.sub(f"per_layer_config.{i}", override)
+        d = sub.integer("head_dim")
+        blocks.append((FullAttention(num_attention_heads=heads,
+                                     num_kv_heads=sub.integer("num_key_value_heads"),
+                                     head_dim_k=d, head_dim_v=d),))
+    f.get("hidden_size_per_layer_input")  # per-layer embeddings: weights, not cache
+    return _with_sharing(blocks, _shared(f, num_layers))
+
+
+def parse_gemma3n(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    kinds = _gemma_kinds(f, model_type, num_layers)
+    heads, kv, head_dim = (f.integer("num_attention_heads"), f.integer("num_key_value_heads"),
+                           f.integer("head_dim"))
+    common = dict(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=head_dim,
+                  head_dim_v=head_dim)
+    sliding = SlidingWindow(window_tokens=f.integer("sliding_window"), **common)
+    full = FullAttention(**common)
+    f.get("hidden_size_per_layer_input")  # per-layer embeddings: weights, not cache
+    blocks = [(sliding,) if k == "sliding" else (full,) for k in kinds]
+    return _with_sharing(blocks, _shared(f, num_layers))
+
+
+def parse_mimo_v2(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    pattern = f.array("hybrid_layer_pattern")
+    if pattern is None:
+        raise f.error("hybrid_layer_pattern", "missing: 1 (sliding window) or 0 (full) per layer")
+    if len(pattern) != num_layers:
+        raise f.error("hybrid_layer_pattern", f"has {len(pattern)} entries for {num_layers} layers")
+    for i, v in enumerate(pattern):
+        if isinstance(v, bool) or v not in (0, 1):
+            raise f.error(f"hybrid_layer_pattern[{i}]", f"expected 0 (full) or 1 (sliding), got {v!r}")
+    window = f.integer("sliding_window_size")
+    other = f.opt_int("sliding_window")
+    if other is not None and other != window:
+        raise f.error("sliding_window", f"{other} disagrees with sliding_window_size {window} "
+                      "(vLLM's MiMo-V2 reads sliding_window_size)")
+    if f.has("attention_chunk_size"):
+        f.assume(f"{f.prefix}attention_chunk_size ignored: MiMo-V2 does not use chunked attention "
+                 "(vLLM's config convertor removes it)")
+    dk = f.integer("head_dim")
+    full = FullAttention(num_attention_heads=f.integer("num_attention_heads"),
+                         num_kv_heads=f.integer("num_key_value_heads"), head_dim_k=dk,
+                         head_dim_v=f.integer("v_head_dim", default=dk, why="V as wide as K"))
+    sk = f.integer("swa_head_dim")
+    swa = SlidingWindow(num_attention_heads=f.integer("swa_num_attention_heads"),
+                        num_kv_heads=f.integer("swa_num_key_value_heads"), head_dim_k=sk,
+                        head_dim_v=f.integer("swa_v_head_dim", default=sk, why="V as wide as K"),
+                        window_tokens=window)
+    for key in ("add_swa_attention_sink_bias", "add_full_attention_sink_bias"):
+        f.get(key)  # attention sinks: one bias per head, a parameter and no cache
+    return [(swa,) if v == 1 else (full,) for v in pattern]
+
+
+#: Attention keys of a DeciLM block that change what it caches and are not modelled; any of
+#: them set (not null / false) is refused.
+_NAS_UNMODELLED = ("replace_with_linear", "window_length", "num_sink_tokens", "sparsify",
+                   "unshifted_sink", "use_prefill_window_in_sink_attention")
+
+
+def parse_nemotron_nas(f: Fields, model_type: str) -> list[tuple]:
+    num_layers = f.num_layers()
+    configs = f.array("block_configs")
+    if configs is None:
+        raise f.error("block_configs", "missing: one block description per layer")
+    if len(configs) != num_layers:
+        raise f.error("block_configs", f"has {len(configs)} entries for {num_layers} layers")
+    heads = f.integer("num_attention_heads")
+    hidden = f.integer("hidden_size")
+    if hidden % heads:
+        raise f.error("hidden_size", f"{hidden} is not divisible by {heads} attention heads")
+    head_dim = hidden // heads
+    f.assume(f"head_dim = hidden_size / num_attention_heads = {hidden} / {heads} = {head_dim} "
+             "(DeciLM has no head_dim key)")
+    specs: dict[int, FullAttention] = {}
+    blocks: list[tuple] = []
+    for i, block in enumerate(configs):
+        if not isinstance(block, dict):
+            raise f.error(f"block_configs[{i}]", "expected an object")
+        att = f.sub(f"block_configs[{i}].attention", block.get("attention") or {})
+        f.sub(f"block_configs[{i}].ffn", block.get("ffn") or {}).read.update(
+            (block.get("ffn") or {}).keys())  # the FFN shapes weights (kvplan.loaders.hf_params)
+        for key in _NAS_UNMODELLED:
+            if att.raw(key) not in (None, False):
+                raise att.error(key, f"{att.raw(key)!r} is not modelled (vLLM's DeciLM builds plain "
+                                "attention for it)")
+        if att.flag("no_op"):
+            blocks.append(())
+            continue
+        group = att.integer("n_heads_in_group")
+        if heads % group:
+            raise att.error("n_heads_in_group", f"{group} does not divide {heads} attention heads")
+        kv = heads // group
+        spec = specs.setdefault(kv, FullAttention(num_attention_heads=heads, num_kv_heads=kv,
+                                                  head_dim_k=head_dim, head_dim_v=head_dim))
+        blocks.append((spec,))
+    return blocks
