@@ -212,3 +212,152 @@ def test_lfm2_short_conv():
     assert tp8.sequences[0].per_gpu_bytes == 10 * 2 * 256 * BF16 + 6 * 2 * 1 * 64 * BF16
     # llama.cpp keeps the conv state in fp32 (n_embd x (L_cache - 1))
     assert kv_footprint(m, [1], engine="llama.cpp").state_bytes_per_sequence == 10 * 2048 * 2 * 4
+
+
+# --------------------------------------------------------------------------------------------
+# Per-layer geometry: Gemma-4, Gemma-3n (KV sharing), MiMo-V2-Flash, Nemotron-NAS
+# --------------------------------------------------------------------------------------------
+
+
+def sliding_peak_tokens(window: int, block: int) -> int:
+    """Worst case a vLLM sliding layer holds: the blocks spanning the last W - 1 tokens,
+    cdiv(W - 1 + B - 1, B) of them."""
+    return -(-(window - 1 + block - 1) // block) * block
+
+
+@covers("google__gemma-4-26B-A4B.json")
+def test_gemma4_26b_two_geometries():
+    m = load("google__gemma-4-26B-A4B.json")
+    # layer_types: 5 sliding then 1 full, 5 times (30 layers); num_kv_shared_layers 0
+    assert kinds(m) == [("full_attention",) if (i + 1) % 6 == 0 else ("sliding_window",)
+                        for i in range(30)]
+    fp = kv_footprint(m, [32768])
+    # sliding: num_key_value_heads 8 x head_dim 256; full (attention_k_eq_v): 2 global KV heads
+    # x global_head_dim 512, K and V both stored
+    check_attn(row(fp, "sliding_window"), count=25, kv_heads=8, head_dim=256, window=1024,
+               bytes_per_token=2 * 8 * 256 * BF16)
+    check_attn(row(fp, "full_attention"), count=5, kv_heads=2, head_dim=512, window=None,
+               bytes_per_token=2 * 2 * 512 * BF16)
+    assert fp.bytes_per_token == 5 * 4096 == 20_480
+    # vLLM unifies page sizes: sliding pages 16 x 8,192 B are twice full pages 16 x 4,096 B, so
+    # full layers get 32-token blocks; a 32k sequence: 5 x 32,768 x 4,096 + 25 sliding layers x
+    # 1,040 tokens (cdiv(1,023 + 15, 16) = 65 blocks) x 8,192
+    assert row(fp, "full_attention").block_multiple == 2
+    assert fp.sequences[0].per_gpu_bytes == 5 * 32768 * 4096 + 25 * sliding_peak_tokens(1024, 16) * 8192
+    assert fp.sequences[0].per_gpu_bytes == 884_080_640
+    at_1000 = kv_footprint(m, [1000]).sequences[0].per_gpu_bytes
+    assert at_1000 == 5 * (32 * 32) * 4096 + 25 * (63 * 16) * 8192  # cdiv(1000, 32), cdiv(1000, 16)
+    # TP 8: 8 sliding heads -> 1 per rank; 2 full heads -> replicated, 1 per rank: the full
+    # page (2 x 512 x 2 B) is now the larger one and the sliding layers get 32-token blocks
+    tp8 = kv_footprint(m, [32768], tp=8)
+    assert row(tp8, "sliding_window").bytes_per_token_per_rank == 2 * 1 * 256 * BF16
+    assert row(tp8, "full_attention").bytes_per_token_per_rank == 2 * 1 * 512 * BF16
+    assert row(tp8, "sliding_window").block_multiple == 2
+    assert tp8.sequences[0].per_gpu_bytes == 5 * 32768 * 2048 + 25 * sliding_peak_tokens(1024, 32) * 1024
+    # fp8 halves every page
+    assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 5 * 2 * 2 * 512 * FP8
+    # llama.cpp: full layers n_ctx cells; the iSWA cache pad256(min(n_ctx, 1024 + 512)) = 1536
+    cpp = kv_footprint(m, [32768], engine="llama.cpp")
+    assert cpp.sequences[0].per_gpu_bytes == 5 * 32768 * 4096 + 25 * 1536 * 8192 == 985_661_440
+    # transformers: DynamicCache breaks or keeps every token for Gemma-4 (layer_types[:-0])
+    with pytest.raises(InputError, match="hf does not serve 'gemma4_text' models"):
+        kv_footprint(m, [1], engine="hf")
+
+
+@covers("nvidia__Gemma-4-31B-IT-NVFP4.json")
+def test_gemma4_31b_nvfp4_checkpoint_kv_scheme():
+    m = load("nvidia__Gemma-4-31B-IT-NVFP4.json")
+    # quantization_config.kv_cache_scheme {type: float, num_bits: 8}: vLLM stores fp8 under auto
+    fp = kv_footprint(m, [1])
+    assert fp.kv_dtype == "fp8_e4m3"
+    assert ("KV format auto = fp8_e4m3: the checkpoint's quantization_config declares it and "
+            "vllm applies it") in fp.notes
+    # 60 layers: 50 sliding (16 KV heads x 256), 10 full (4 global KV heads x 512), 1 B each
+    assert row(fp, "sliding_window").bytes_per_token == 2 * 16 * 256 * FP8
+    assert fp.bytes_per_token == 10 * 2 * 4 * 512 * FP8 == 40_960
+    assert kv_footprint(m, [1], kv_dtype="bf16").bytes_per_token == 81_920
+    with pytest.raises(InputError, match="checkpoint declares a fp8_e4m3 KV cache and kvplan has "
+                       "not established whether sglang applies it"):
+        kv_footprint(m, [1], engine="sglang")
+
+
+@covers("google__gemma-3n-E4B.json")
+def test_gemma3n_kv_sharing():
+    m = load("google__gemma-3n-E4B.json")
+    # 35 layers, num_kv_shared_layers 15: layers 20..34 reuse earlier K/V and hold nothing;
+    # layers 0..19: 4 sliding then 1 full (full at 4, 9, 14, 19)
+    assert kinds(m) == [(("full_attention",) if (i + 1) % 5 == 0 else ("sliding_window",))
+                        if i < 20 else () for i in range(35)]
+    assert m.kv_shared_layers == 15
+    fp = kv_footprint(m, [8192], block_size_tokens=1)
+    # 2 KV heads x 256 on every layer: 2 x 2 x 256 x 2 = 2,048 B per token per layer
+    assert fp.bytes_per_token == 4 * 2048 == 8_192
+    # sliding window 512: each sliding layer holds 511 tokens
+    assert fp.sequences[0].per_gpu_bytes == 4 * 8192 * 2048 + 16 * 511 * 2048
+    tp8 = kv_footprint(m, [1], tp=8)  # 2 KV heads replicated: 1 per rank
+    assert row(tp8, "full_attention").bytes_per_token_per_rank == 2 * 1 * 256 * BF16
+    with pytest.raises(InputError, match="whether sglang allocates cache for the 15 KV-sharing"):
+        kv_footprint(m, [1], engine="sglang")
+    assert kv_footprint(m, [1], engine="hf").bytes_per_token == 8_192
+    bad = {**m.config, "text_config": {**m.config["text_config"], "num_kv_shared_layers": 35}}
+    with pytest.raises(Exception, match="35 shared layers leave none of the 35 layers"):
+        load("x.json", bad)
+
+
+@covers("XiaomiMiMo__MiMo-V2-Flash.json")
+def test_mimo_v2_flash_hybrid_pattern():
+    m = load("XiaomiMiMo__MiMo-V2-Flash.json")
+    cfg = m.config
+    # hybrid_layer_pattern: 1 = sliding window, 0 = full; 9 full (0, 5, 11, ..., 47), 39 sliding
+    pattern = cfg["hybrid_layer_pattern"]
+    assert pattern.count(0) == 9 and pattern.count(1) == 39
+    assert kinds(m) == [("sliding_window",) if p else ("full_attention",) for p in pattern]
+    fp = kv_footprint(m, [1])
+    # full: 4 KV heads x (K 192 + V 128); sliding: swa 8 KV heads x (192 + 128), window 128
+    check_attn(row(fp, "full_attention"), count=9, kv_heads=4, head_dim=192, head_dim_v=128,
+               window=None, bytes_per_token=4 * (192 + 128) * BF16)
+    check_attn(row(fp, "sliding_window"), count=39, kv_heads=8, head_dim=192, head_dim_v=128,
+               window=128, bytes_per_token=8 * (192 + 128) * BF16)
+    assert fp.bytes_per_token == 9 * 2560 == 23_040
+    assert ("attention_chunk_size ignored: MiMo-V2 does not use chunked attention (vLLM's config "
+            "convertor removes it)") in m.assumptions
+    # TP 8: 4 full KV heads replicated to 1 per rank, 8 sliding heads 1 per rank: 640 B each
+    tp8 = kv_footprint(m, [1], tp=8)
+    assert {r.bytes_per_token_per_rank for r in tp8.layers} == {1 * 320 * BF16}
+    # vLLM keeps MiMo's KV in bf16 whatever --kv-cache-dtype says; SGLang applies fp8
+    with pytest.raises(InputError, match="keeps 'mimo_v2_flash' KV in the model dtype"):
+        kv_footprint(m, [1], kv_dtype="fp8")
+    assert kv_footprint(m, [1], kv_dtype="fp8", engine="sglang").bytes_per_token == 9 * 4 * 320
+
+
+@covers("nvidia__Llama-3_3-Nemotron-Super-49B-v1.json")
+def test_nemotron_super_49b_block_configs():
+    m = load("nvidia__Llama-3_3-Nemotron-Super-49B-v1.json")
+    no_op = [b["attention"]["no_op"] for b in m.config["block_configs"]]
+    assert no_op.count(True) == 31  # 80 blocks, 31 without attention
+    assert kinds(m) == [() if n else ("full_attention",) for n in no_op]
+    fp = kv_footprint(m, [1])
+    # n_heads_in_group 8: 64 / 8 = 8 KV heads; head_dim 8192 / 64 = 128: 4,096 B per layer
+    check_attn(row(fp, "full_attention"), count=49, kv_heads=8, head_dim=128, window=None,
+               bytes_per_token=2 * 8 * 128 * BF16)
+    assert fp.bytes_per_token == 49 * 4096 == 200_704
+    assert kv_footprint(m, [1], tp=8).layers[0].bytes_per_token_per_rank == 2 * 1 * 128 * BF16
+    with pytest.raises(InputError, match="hf does not serve 'nemotron-nas' models"):
+        kv_footprint(m, [1], engine="hf")
+    blocks = [dict(b) for b in m.config["block_configs"]]
+    blocks[0] = {**blocks[0], "attention": {**blocks[0]["attention"], "window_length": 4096}}
+    with pytest.raises(Exception, match=r"block_configs\[0\]\.attention\.window_length: 4096 is not "
+                       "modelled"):
+        load("x.json", {**m.config, "block_configs": blocks})
+
+
+@covers("nvidia__Llama-3_1-Nemotron-Ultra-253B-v1.json")
+def test_nemotron_ultra_253b():
+    m = load("nvidia__Llama-3_1-Nemotron-Ultra-253B-v1.json")
+    attn = [not b["attention"]["no_op"] for b in m.config["block_configs"]]
+    assert sum(attn) == 64 and len(attn) == 162
+    # n_heads_in_group 16: 128 / 16 = 8 KV heads x 16384 / 128 = 128
+    fp = kv_footprint(m, [1])
+    assert fp.bytes_per_token == 64 * 2 * 8 * 128 * BF16 == 262_144
+    assert kv_footprint(m, [1], kv_dtype="fp8", tp=8).sequences[0].per_gpu_bytes == \
+        64 * 2 * 1 * 128 * FP8 * 16  # one 16-token block per layer
