@@ -25,9 +25,9 @@ import pytest
 import yaml
 from cli_helpers import fail
 
+from kvplan.cli.axis import parse_axis
 from kvplan.cli.main import run
 from kvplan.core.errors import InputError
-from kvplan.core.grid import parse_axis
 from kvplan.core.perf import Efficiency, cost_per_mtok_usd, prefill_s, tpot_s
 from kvplan.loaders.hardware import load_gpu
 from kvplan.loaders.resolve import load_model

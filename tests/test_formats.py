@@ -268,7 +268,15 @@ def test_every_name_parses():
     assert set(ALL_NAMES) == set(FIXED_FORMATS) | set(PARAM_DEFAULTS)
     for name in ALL_NAMES:
         pair = parse_format(name)
-        assert pair.k.vector_bytes(128) > 0
+        assert pair.k.vector_bytes(pair.k.vector_length or 128) > 0
+
+
+def test_fp8_ds_mla_is_656_bytes_for_the_576_latent():
+    # 512 fp8 NoPE values + 512 / 128 = 4 fp32 scales (16 B) + 64 RoPE values in bf16 (128 B)
+    fmt = parse_format("fp8_ds_mla").k
+    assert fmt.vector_bytes(576) == 512 + 4 * 4 + 64 * 2 == 656
+    with pytest.raises(FormatError, match="fp8_ds_mla stores vectors of 576 elements only"):
+        fmt.vector_bytes(128)
 
 
 def test_kivi_pair_name_and_mixed_pair():

@@ -76,6 +76,48 @@ def test_imports_point_down_only():
     assert problems == []
 
 
+#: Third-party libraries each layer may import at all (top level or inside a function).
+ALLOWED_LIBRARIES = {
+    "core": set(),
+    "engines": set(),
+    "loaders": {"pydantic", "yaml", "huggingface_hub"},
+    "planning": {"numpy"},
+    "report": {"numpy", "pandas", "matplotlib", "pyarrow"},
+    "cli": {"typer", "rich"},
+}
+WATCHED = {"pydantic", "yaml", "huggingface_hub", "numpy", "pandas", "matplotlib", "pyarrow",
+           "typer", "rich", "torch"}
+
+
+def third_party_imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.lineno, node.module.split(".")[0]))
+    return [(line, m) for line, m in found if m in WATCHED]
+
+
+def test_heavy_libraries_stay_in_their_layers():
+    """Lazy imports too: the source says what a function would load when it runs."""
+    problems = []
+    for name, path in modules().items():
+        own = layer_of(name)
+        if own is None:
+            continue
+        for line, lib in third_party_imports(path):
+            if lib not in ALLOWED_LIBRARIES[own]:
+                problems.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {own} imports {lib}")
+    assert problems == []
+
+
+def test_the_library_checker_sees_a_lazy_import(tmp_path):
+    bad = tmp_path / "x.py"
+    bad.write_text("def f():\n    import yaml\n    from pandas import DataFrame\n")
+    assert third_party_imports(bad) == [(2, "yaml"), (3, "pandas")]
+
+
 def test_the_checker_sees_an_upward_import(tmp_path):
     """The rule above can fail: a core module importing planning is caught, relative or not."""
     bad = tmp_path / "x.py"

@@ -158,11 +158,13 @@ def _nominal(pair):
 
 
 PAIRS = {name: parse_format(name) for name in ALL_NAMES}
+#: formats defined for any vector length (fp8_ds_mla is for the 576-element MLA latent only)
+GENERAL = [name for name in ALL_NAMES if PAIRS[name].k.vector_length is None]
 
 
 @settings(max_examples=100, deadline=None)
 @given(heads=st.integers(1, 16), blocks32=st.integers(1, 16),
-       a=st.sampled_from(ALL_NAMES), b=st.sampled_from(ALL_NAMES))
+       a=st.sampled_from(GENERAL), b=st.sampled_from(GENERAL))
 def test_formats_ordered_by_nominal_bits(heads, blocks32, a, b):
     head_dim = 32 * blocks32
     pa, pb = PAIRS[a], PAIRS[b]
@@ -173,7 +175,7 @@ def test_formats_ordered_by_nominal_bits(heads, blocks32, a, b):
 
 @settings(max_examples=100, deadline=None)
 @given(heads=st.integers(1, 16), blocks64=st.integers(1, 8),
-       a=st.sampled_from(ALL_NAMES), b=st.sampled_from(ALL_NAMES))
+       a=st.sampled_from(GENERAL), b=st.sampled_from(GENERAL))
 def test_formats_strictly_ordered_on_whole_groups(heads, blocks64, a, b):
     head_dim = 64 * blocks64  # int4's default 64-element groups are whole
     pa, pb = PAIRS[a], PAIRS[b]

@@ -54,9 +54,9 @@ def curve(
 ) -> None:
     """Concurrency, throughput, TPOT or $/token along context, batch or position; several
     --kv-dtype and/or --gpu values give several series."""
-    from ..core.grid import parse_axis
     from ..planning.curve import X_AXES, Y_AXES
     from ..planning.deployment import build_series
+    from .axis import parse_axis
 
     if x not in X_AXES:
         raise InputError(f"unknown axis {x!r}; use {', '.join(X_AXES)}", field="--x")

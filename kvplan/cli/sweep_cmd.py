@@ -22,7 +22,7 @@ def _split(values: list[str] | None, default: list[str]) -> list[str]:
 
 
 def _ints(values: list[str] | None, default: str, flag: str) -> list[int]:
-    from ..core.grid import parse_axis
+    from .axis import parse_axis
 
     return parse_axis(",".join(values) if values else default, flag, tokens=False)
 
@@ -54,10 +54,10 @@ def sweep(
     assume_standard_attention: AssumeStandard = False,
 ) -> None:
     """Evaluate every combination; print or write the table."""
-    from ..core.grid import parse_axis
     from ..planning.sweep import Grid, check
     from ..report.frames import FORMATS, write
     from ..report.sweep_table import apply_where, parse_where, rank
+    from .axis import parse_axis
 
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")

@@ -65,11 +65,15 @@ class KvFormat:
     residual_bits: int = 16
     row_vectors: bool = False  # llama.cpp: one vector per token per layer spans every KV head
     strict_blocks: bool = False  # the vector length must be a multiple of block_elements
+    vector_length: int | None = None  # the only vector length the format is defined for
     native_archs: tuple[str, ...] = ANY_GPU
     description: str = ""
 
     def vector_bytes(self, length: int) -> Fraction:
         """Exact bytes of one quantised vector of ``length`` elements."""
+        if self.vector_length is not None and length != self.vector_length:
+            raise FormatError(f"{self.name} stores vectors of {self.vector_length} elements only "
+                              f"(got {length})", field="kv_dtype")
         bits = length * self.element_bits + self.per_vector_overhead_bits
         if self.block_elements:
             if self.strict_blocks and length % self.block_elements:
@@ -162,6 +166,15 @@ FIXED_FORMATS: dict[str, KvFormat] = {
             block_overhead_bits=8,
             native_archs=("blackwell", "cdna4"),
             description="OCP MXFP4: 32-element blocks with an 8-bit E8M0 shared exponent",
+        ),
+        KvFormat(
+            name="fp8_ds_mla",
+            element_bits=8,
+            per_vector_overhead_bits=(4 * 4 + 64) * 8,
+            vector_length=576,
+            native_archs=("hopper", "blackwell"),
+            description="DeepSeek sparse MLA: 512 fp8 latent values + 4 fp32 scales + 64 bf16 "
+                        "RoPE values = 656 B per token (vLLM FlashMLA sparse, SGLang NSA)",
         ),
         _ggml("q8_0", 8, 16, "llama.cpp q8_0: 32 x int8 + fp16 scale (34 B per 32)"),
         _ggml("q4_0", 4, 16, "llama.cpp q4_0: 32 x 4-bit + fp16 scale (18 B per 32)"),
@@ -288,3 +301,11 @@ def parse_format(spec: str) -> KvFormatPair:
         for i, (k, v) in enumerate((k, v) for k, v in params.items() if v != PARAM_DEFAULTS[base][k])
     )
     return _build_param(base, params, canonical)
+
+
+#: The lightning indexer's key as vLLM and SGLang store it: fp8 values with one fp32 scale per
+#: 128 (``DeepseekV32IndexerCache``: index_head_dim + index_head_dim // 128 * 4 bytes). Not a
+#: ``--kv-dtype`` choice: the indexer keeps it whatever the KV format is.
+INDEXER_FP8 = KvFormat(name="fp8_indexer", element_bits=8, block_elements=128,
+                       block_overhead_bits=32, native_archs=("hopper", "blackwell"),
+                       description="indexer key: fp8 + one fp32 scale per 128 values")

@@ -90,6 +90,22 @@ class MultiHeadLatent:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LightningIndexer:
+    """The lightning indexer of DeepSeek sparse attention (DeepSeek-V3.2, GLM-5.x): beside the
+    MLA latent, a layer with an indexer caches one key of ``index_head_dim`` elements per token
+    (a single head, replicated on every TP rank), used to pick the top-k tokens to attend to.
+
+    vLLM and SGLang store it as fp8 with one fp32 scale per 128 values whatever the KV format:
+    index_head_dim + index_head_dim / 128 x 4 B. DeepSeek-V3.2: 128 + 4 = 132 B per token per
+    layer, so 61 x (1,152 B latent + 132 B) = 78,324 B per token in bf16.
+    """
+
+    kind: ClassVar[str] = "indexer"
+    grows: ClassVar[bool] = True
+    index_head_dim: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Mamba:
     """A selective state-space layer (Mamba-1 or Mamba-2); its state is constant per sequence.
 
@@ -206,5 +222,5 @@ class ShortConv:
     conv_kernel: int
 
 
-LayerSpec = (FullAttention | SlidingWindow | ChunkedLocal | MultiHeadLatent | Mamba | LinearAttention
-             | LightningAttention | ShortConv)
+LayerSpec = (FullAttention | SlidingWindow | ChunkedLocal | MultiHeadLatent | LightningIndexer | Mamba
+             | LinearAttention | LightningAttention | ShortConv)

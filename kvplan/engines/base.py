@@ -81,6 +81,7 @@ class EngineLayout:
     windowed_model_types: frozenset[str] | None = None
     mla_latent_model_types: frozenset[str] | None = None
     mla_latent_layout: str = "one"
+    mla_latent_layout_by_model_type: dict[str, str] = field(default_factory=dict, hash=False)
     conv_state_columns_dropped: int = 0
     auto_kv_dtype_fixed: str | None = None
     fp32_runs_as: str | None = None
@@ -100,6 +101,15 @@ class EngineLayout:
     state_kinds: frozenset[str] | None = None
     kv_sharing: bool = True  # layers that read another layer's K and V allocate nothing
     unify_page_sizes: bool = False  # vLLM: smaller pages get larger blocks (costs.unify_pages)
+    #: how the lightning indexer's key is stored: "fp8_scaled" (vLLM, SGLang: fp8 + fp32 scale
+    #: per 128), "k_format" (llama.cpp: the K cache type), "model_dtype" (transformers)
+    indexer_storage: str = "fp8_scaled"
+    #: sparse-MLA models (with an indexer) store an fp8 latent in this format (vLLM, SGLang:
+    #: fp8_ds_mla); None: the plain format
+    sparse_mla_fp8_format: str | None = None
+    #: the engine allocates an indexer cache on every layer, so a model whose indexers sit on
+    #: some layers only is not established for it (SGLang's NSA pool as read)
+    indexer_on_every_layer: bool = False
     #: whether ``--kv-dtype auto`` takes the checkpoint's KV scheme (``quantization_config``'s
     #: ``kv_cache_scheme`` / ``kv_cache_quant_algo``): True (vLLM ``Attention.__init__``), False
     #: (the engine ignores it), None (not established: ``auto`` is refused for such checkpoints)
@@ -197,9 +207,10 @@ class EngineLayout:
         if self.mla_latent_model_types is not None and model_type not in self.mla_latent_model_types:
             return (spec.num_attention_heads, spec.qk_nope_head_dim + spec.qk_rope_head_dim,
                     spec.v_head_dim, False)
-        if self.mla_latent_layout == "k_and_v":
+        layout = self.mla_latent_layout_by_model_type.get(model_type, self.mla_latent_layout)
+        if layout == "k_and_v":
             return 1, spec.latent_dim, spec.kv_lora_rank, True
-        if self.mla_latent_layout == "split":
+        if layout == "split":
             return 1, spec.kv_lora_rank, spec.qk_rope_head_dim, True
         return 1, spec.latent_dim, 0, True
 
@@ -224,6 +235,14 @@ class EngineLayout:
                 raise InputError(f"kvplan has not established how {self.label} stores "
                                  f"{', '.join(missing)} state (layers of {model_type!r}); plan it "
                                  f"with an engine that models it", field="--engine")
+        if self.indexer_on_every_layer:
+            with_index = sum(any(s.kind == "indexer" for s in b) for b in model.layers)
+            latent = sum(any(s.kind == "mla" for s in b) for b in model.layers)
+            if with_index and with_index != latent:
+                raise InputError(f"kvplan has not established whether {self.label} allocates an "
+                                 f"indexer cache on the {latent - with_index} layers of "
+                                 f"{model_type!r} that share another layer's indexer; plan it with "
+                                 "vllm", field="--engine")
         if model.kv_shared_layers and not self.kv_sharing:
             raise InputError(f"kvplan has not established whether {self.label} allocates cache for "
                              f"the {model.kv_shared_layers} KV-sharing layers of {model_type!r}; "

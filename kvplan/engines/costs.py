@@ -13,12 +13,13 @@ from fractions import Fraction
 
 from ..core.dtypes import dtype_bytes
 from ..core.errors import InputError
-from ..core.formats import KvFormatPair
+from ..core.formats import FIXED_FORMATS, INDEXER_FP8, KvFormatPair
 from ..core.layers import (
     ChunkedLocal,
     FullAttention,
     LayerSpec,
     LightningAttention,
+    LightningIndexer,
     LinearAttention,
     Mamba,
     MultiHeadLatent,
@@ -143,6 +144,26 @@ def _mamba_cost(spec: Mamba, count, engine, tp, model, state_override) -> LayerC
     return _state_cost(spec, count, detail, whole, rank, notes)
 
 
+def _indexer_cost(spec: LightningIndexer, count, engine, formats, tp, model) -> LayerCost:
+    """The indexer's one key head per token, replicated on every TP rank, in the engine's
+    storage (``EngineLayout.indexer_storage``)."""
+    how = engine.indexer_storage
+    if how == "fp8_scaled":
+        fmt = INDEXER_FP8
+    elif how == "k_format":
+        fmt = formats.k
+    else:
+        fmt = FIXED_FORMATS[engine.run_dtype(model.dtype, model.model_type)]
+    pair = KvFormatPair(fmt, fmt)
+    per = fmt.bytes_per_token(1, spec.index_head_dim)
+    notes = (f"indexer key replicated on each of {tp} TP ranks",) if tp > 1 else ()
+    return LayerCost(
+        spec=spec, kind=spec.kind, count=count, kv_heads=1, kv_heads_per_rank=1,
+        head_dim_k=spec.index_head_dim, head_dim_v=None, window_tokens=None,
+        bytes_per_token=per, bytes_per_token_per_rank=per, state_bytes=0, state_bytes_per_rank=0,
+        detail=f"indexer key {spec.index_head_dim} ({fmt.name})", notes=notes, formats=pair)
+
+
 def _state_cost(spec, count: int, detail: str, whole: int, rank: int,
                 notes: tuple[str, ...] = ()) -> LayerCost:
     return LayerCost(
@@ -203,6 +224,8 @@ def layer_cost(spec: LayerSpec, count: int, engine: EngineLayout, formats: KvFor
         return _linear_cost(spec, count, engine, tp, model, state_dtype)
     if isinstance(spec, LightningAttention):
         return _lightning_cost(spec, count, engine, tp, model, state_dtype)
+    if isinstance(spec, LightningIndexer):
+        return _indexer_cost(spec, count, engine, formats, tp, model)
     if isinstance(spec, ShortConv):
         return _short_conv_cost(spec, count, engine, tp, model, state_dtype)
     if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal, MultiHeadLatent)):

@@ -54,8 +54,10 @@ def hf_layout(version: str | None = None) -> EngineLayout:
         ssm_dtype_by_model_type={"qwen3_next": "fp32", "qwen3_5_text": "fp32",
                                  "qwen3_5_moe_text": "fp32"},
         state_kinds=frozenset({"mamba", "linear_attention"}),
+        indexer_storage="model_dtype",  # modeling_glm_moe_dsa.py: _cached_keys in the model dtype
         unserved_model_types={
             "nemotron-nas": "transformers serves DeciLM only through the checkpoint's remote code",
+            "deepseek_v32": "transformers support not established (issue #43037 open in 2026-04)",
             "mimo_v2_flash": "no transformers model for it; its remote code is not read",
             "gemma4_text": "transformers' DynamicCache fails or keeps every token of every layer "
                            "for Gemma-4 depending on the release (layer_types[:-0] is empty)",

@@ -53,6 +53,10 @@ def llama_cpp_layout(version: str | None = None) -> EngineLayout:
         windowed_model_types=SWA_MODEL_TYPES,
         mla_latent_model_types=None,
         mla_latent_layout="k_and_v",
+        # llama-kv-cache-dsa.cpp: the sparse-attention models keep the latent as K only
+        # (has_v = !is_mla) and a separate indexer key cache in the K type
+        mla_latent_layout_by_model_type={"deepseek_v32": "one", "glm_moe_dsa": "one"},
+        indexer_storage="k_format",
         conv_state_columns_dropped=1,
         auto_kv_dtype_fixed="fp16",
         kv_formats=frozenset({"fp32", "fp16", "bf16", *QUANTISED}),

@@ -25,4 +25,6 @@ def trtllm_layout(version: str | None = None) -> EngineLayout:
         mla_latent_model_types=None, conv_state_columns_dropped=1, fp32_runs_as="bf16",
         kv_formats=frozenset({"bf16", "fp16", "fp8_e4m3", "nvfp4"}), separate_kv_formats=False,
         state_kinds=frozenset({"mamba", "linear_attention"}),
+        unserved_model_types={t: "kvplan has not established TensorRT-LLM's sparse-MLA cache"
+                              for t in ("deepseek_v32", "glm_moe_dsa")},
     )

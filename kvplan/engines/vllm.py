@@ -63,7 +63,9 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
     old = version_tuple(version) <= (0, 11, 99)
     formats = {"bf16", "fp16", "fp8_e4m3", "fp8_e5m2"}
     if not old:
-        formats |= {"nvfp4", "int8_per_token"}  # main's nvfp4 and int8_per_token_head modes
+        formats |= {"nvfp4", "int8_per_token", "fp8_ds_mla"}  # main's nvfp4, int8_per_token_head;
+        # fp8_ds_mla: DeepSeek-V3.2 / GLM-5 on FlashMLA sparse (vllm/v1/attention/backends/mla/
+        # flashmla_sparse.py)
     return EngineLayout(
         name="vllm",
         version=version,
@@ -86,6 +88,7 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
         ssm_dtype_by_kind={"kda": "fp32"},
         removed_model_types=REMOVED,
         unify_page_sizes=True,
+        sparse_mla_fp8_format="fp8_ds_mla",
         model_dtype_kv_only={"mimo_v2_flash": "its model file passes no cache config to the "
                              "attention layers, so --kv-cache-dtype does not reach them (as read "
                              "in mimo_v2_flash.py; not measured)"},

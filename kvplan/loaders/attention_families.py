@@ -16,7 +16,7 @@ Layer patterns follow the transformers config classes (v4.5x / v5), which vLLM m
 
 from __future__ import annotations
 
-from ..core.layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
+from ..core.layers import ChunkedLocal, FullAttention, LightningIndexer, MultiHeadLatent, SlidingWindow
 from .fields import Fields
 
 QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
@@ -181,8 +181,57 @@ def parse_mla(f: Fields, model_type: str) -> list[tuple]:
         qk_nope_head_dim=f.integer("qk_nope_head_dim"),
         v_head_dim=f.integer("v_head_dim"),
     )
+    qk = f.opt_int("qk_head_dim")
+    if qk is not None and qk != spec.qk_nope_head_dim + spec.qk_rope_head_dim:
+        raise f.error("qk_head_dim", f"{qk} is not qk_nope_head_dim + qk_rope_head_dim = "
+                      f"{spec.qk_nope_head_dim} + {spec.qk_rope_head_dim}")
+    f.get("head_dim")  # vLLM's MLA rule sizes the cache from kv_lora_rank + qk_rope_head_dim
     mtp = f.opt_int("num_nextn_predict_layers", minimum=0)
     if mtp:
         f.assume(f"num_nextn_predict_layers = {mtp}: MTP layer(s) not counted "
                  "(they cache KV only when used as a speculative draft)")
     return [(spec,)] * num_layers
+
+
+def indexer_layers(f: Fields, num_layers: int) -> list[bool]:
+    """Which layers hold a lightning-indexer cache (vLLM ``DeepseekV2MLAAttention``): with
+    ``index_topk_pattern`` (one F or S per layer) the F layers; else the layers where
+    ``max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0`` (defaults 1 and 2: every
+    layer). The others reuse an earlier layer's top-k and cache no indexer key. GLM-5.2:
+    freq 4, offset 3 -> layers 0, 1, 2, 6, 10, ..., 74 (21 of 78)."""
+    freq = f.integer("index_topk_freq", default=1, why="every layer computes its own top-k")
+    offset = f.integer("index_skip_topk_offset", default=2, minimum=0, why="vLLM's default")
+    pattern = f.raw("index_topk_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str) or len(pattern) != num_layers or set(pattern) - {"F", "S"}:
+            raise f.error("index_topk_pattern", f"expected {num_layers} characters F or S")
+        full = [c == "F" for c in pattern]
+    else:
+        full = [max(i - offset + 1, 0) % freq == 0 for i in range(num_layers)]
+    types = f.str_list("indexer_types", num_layers)
+    if types is not None:
+        bad = [i for i, t in enumerate(types) if t not in ("full", "shared")]
+        if bad:
+            raise f.error(f"indexer_types[{bad[0]}]", f"expected full or shared, got {types[bad[0]]!r}")
+        declared = [t == "full" for t in types]
+        if declared != full:
+            i = next(i for i in range(num_layers) if declared[i] != full[i])
+            raise f.error("indexer_types", f"layer {i} is {types[i]!r} but index_topk_freq / "
+                          "index_skip_topk_offset say otherwise (vLLM follows those, transformers "
+                          "and llama.cpp indexer_types)")
+    if not any(full):
+        raise f.error("index_topk_freq", "selects no layer for an indexer")
+    return full
+
+
+def parse_sparse_mla(f: Fields, model_type: str) -> list[tuple]:
+    """DeepSeek-V3.2, GLM-5.x: MLA on every layer, plus a lightning-indexer key cache on the
+    layers ``indexer_layers`` selects. ``index_topk`` (its presence makes vLLM treat the model
+    as sparse) and ``index_n_heads`` size the top-k and the indexer's query weights only."""
+    layers = parse_mla(f, model_type)
+    f.integer("index_topk"), f.integer("index_n_heads")
+    for key in ("indexer_rope_interleave", "index_share_for_mtp_iteration"):
+        f.get(key)  # rope layout, MTP reuse: no cache of their own
+    indexer = LightningIndexer(index_head_dim=f.integer("index_head_dim"))
+    full = indexer_layers(f, len(layers))
+    return [(mla, indexer) if has else (mla,) for (mla,), has in zip(layers, full, strict=True)]

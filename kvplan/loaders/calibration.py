@@ -9,12 +9,12 @@ adds folders. No run yet: the defaults apply and the output says so.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from ..core.perf import Efficiency
 from .data_dirs import data_dir
+from .run_files import RunFileError, load_run
 
 
 def run_dirs() -> list[Path]:
@@ -23,23 +23,30 @@ def run_dirs() -> list[Path]:
     return [*extra, data_dir("calibrate/runs")]
 
 
+def _fraction(eff: dict, key: str, default: float, path: Path) -> float:
+    value = eff.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise RunFileError(f"expected a fraction in (0, 1], got {value!r}", source=str(path),
+                           field=f"efficiency.{key}")
+    return float(value)
+
+
 def measured_efficiency(gpu_key: str) -> Efficiency | None:
+    """The newest calibrated efficiency for ``gpu_key``; a run file that is not a valid run
+    (schema, version, cases) or holds an efficiency outside (0, 1] is an error naming it."""
     best: tuple[str, Efficiency] | None = None
     for folder in run_dirs():
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            data = load_run(path)
+            eff = data.get("efficiency")
+            if data.get("gpu") != gpu_key or eff is None:
                 continue
-            eff = data.get("efficiency") if isinstance(data, dict) else None
-            if data.get("gpu") != gpu_key or not isinstance(eff, dict):
-                continue
-            try:
-                e = Efficiency(hbm_bandwidth=float(eff["hbm_bandwidth"]),
-                               flops=float(eff.get("flops", Efficiency.flops)),
-                               source=f"calibrated run {path.name}")
-            except (KeyError, TypeError, ValueError):
-                continue
+            if not isinstance(eff, dict) or "hbm_bandwidth" not in eff:
+                raise RunFileError("expected an object with hbm_bandwidth (and flops)",
+                                   source=str(path), field="efficiency")
+            e = Efficiency(hbm_bandwidth=_fraction(eff, "hbm_bandwidth", 0.0, path),
+                           flops=_fraction(eff, "flops", Efficiency.flops, path),
+                           source=f"calibrated run {path.name}")
             date = str(data.get("date", ""))
             if best is None or date > best[0]:
                 best = (date, e)

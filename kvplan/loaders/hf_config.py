@@ -15,16 +15,11 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.model import Model
-from .attention_families import parse_mla, parse_standard
+from .attention_families import parse_mla, parse_sparse_mla, parse_standard
 from .fields import Fields
 from .geometry_families import parse_gemma3n, parse_gemma4, parse_mimo_v2, parse_nemotron_nas
 from .kv_keys import uninterpreted
-from .linear_families import (
-    parse_kimi_linear,
-    parse_lfm2,
-    parse_minimax_lightning,
-    parse_minimax_m2,
-)
+from .linear_families import parse_kimi_linear, parse_lfm2, parse_minimax_lightning, parse_minimax_m2
 from .ssm_families import (
     parse_bamba,
     parse_falcon_h1,
@@ -52,6 +47,9 @@ ADAPTERS.update({
     "deepseek_v2": parse_mla,
     "deepseek_v3": parse_mla,
     "kimi_k2": parse_mla,
+    "glm4_moe_lite": parse_mla,  # GLM-4.7-Flash: DeepseekV2MLAAttention (vLLM glm4_moe_lite.py)
+    "deepseek_v32": parse_sparse_mla,
+    "glm_moe_dsa": parse_sparse_mla,  # GLM-5.x (vLLM GlmMoeDsaForCausalLM in deepseek_v2.py)
     "mamba": parse_mamba1,
     "falcon_mamba": parse_mamba1,
     "mamba2": parse_mamba2,

@@ -47,6 +47,7 @@ NOT_KV = frozenset({
     "image_token_index", "video_token_index", "audio_token_index",
     # model-card style metadata; transformers' generic PretrainedConfig attributes
     "num_nextn_predict_layers_loss_weight", "pruned_heads", "activation_situ_linear_beta",
+    "mlp_layer_types", "moe_router_dtype", "router_dtype",
 })
 #: Prefixes of names that shape no cache (norm and activation constants, routing).
 NOT_KV_PREFIXES = ("layernorm_", "router_", "activation_")

@@ -38,7 +38,11 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
     from ..engines.vllm_memory import mla_block_size
 
     kinds = {spec.kind for spec in model.cache_layers}
-    if "mla" in kinds and block is None:
+    if "indexer" in kinds and block is None:
+        block = 64
+        notes.append("vLLM forces 64-token blocks for sparse MLA (FlashMLASparse backend: "
+                     "get_supported_kernel_block_sizes [64]) on the latent and indexer caches")
+    elif "mla" in kinds and block is None:
         block = mla_block_size(req.gpu.architecture)
         notes.append(f"vLLM forces {block}-token blocks for MLA on {req.gpu.architecture} "
                      f"({'CUTLASS MLA' if block == 128 else 'FlashMLA'} backend)")

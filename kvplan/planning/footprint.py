@@ -73,6 +73,9 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
     base = one(kv_dtype)
     k = one(k_dtype).k if k_dtype else base.k
     v = one(v_dtype).v if v_dtype else base.v
+    sparse = engine.sparse_mla_fp8_format
+    if sparse and k.name.startswith("fp8") and any(s.kind == "indexer" for s in model.cache_layers):
+        k = v = parse_format(sparse).k  # the sparse-MLA backends' own fp8 latent layout
     return KvFormatPair(k, v)
 
 

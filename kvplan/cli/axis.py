@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from .errors import InputError
-from .units import parse_tokens
+from ..core.errors import InputError
+from ..core.units import parse_tokens
 
 MAX_AXIS = 100_000
 
