@@ -361,3 +361,77 @@ def test_nemotron_ultra_253b():
     assert fp.bytes_per_token == 64 * 2 * 8 * 128 * BF16 == 262_144
     assert kv_footprint(m, [1], kv_dtype="fp8", tp=8).sequences[0].per_gpu_bytes == \
         64 * 2 * 1 * 128 * FP8 * 16  # one 16-token block per layer
+
+
+# --------------------------------------------------------------------------------------------
+# Sparse MLA with a lightning indexer: DeepSeek-V3.2, GLM-5, GLM-5.2; plain MLA GLM-4.7-Flash
+# --------------------------------------------------------------------------------------------
+
+LATENT = 512 + 64  # kv_lora_rank + qk_rope_head_dim
+INDEXER = 128 + 128 // 128 * 4  # index_head_dim fp8 values + one fp32 scale per 128
+DS_MLA = 512 + 512 // 128 * 4 + 64 * 2  # fp8_ds_mla: fp8 latent, 4 fp32 scales, bf16 RoPE
+
+
+@covers("deepseek-ai__DeepSeek-V3.2.json")
+def test_deepseek_v32_sparse_mla():
+    m = load("deepseek-ai__DeepSeek-V3.2.json")
+    # index_topk present, no index_topk_freq: an indexer on every one of the 61 layers
+    assert kinds(m) == [("mla", "indexer")] * 61
+    for tp in (1, 8):  # the latent and the indexer key are replicated on every rank
+        fp = kv_footprint(m, [1], tp=tp)
+        assert row(fp, "indexer").bytes_per_token_per_rank == INDEXER == 132
+        assert fp.bytes_per_token == 61 * LATENT * BF16 + 61 * INDEXER == 78_324
+    # --kv-dtype fp8: vLLM's FlashMLA sparse backend stores fp8_ds_mla (656 B); the indexer
+    # keeps its 132 B
+    fp8 = kv_footprint(m, [1], kv_dtype="fp8")
+    assert fp8.kv_dtype == "fp8_ds_mla"
+    assert fp8.bytes_per_token == 61 * DS_MLA + 61 * INDEXER == 48_068
+    assert kv_footprint(m, [1], kv_dtype="fp8", engine="sglang").bytes_per_token == 48_068
+    # llama.cpp (llama-kv-cache-dsa): latent as K only and the indexer key in the K type (f16)
+    assert kv_footprint(m, [1], engine="llama.cpp").bytes_per_token == 61 * (576 + 128) * 2
+    with pytest.raises(InputError, match="hf does not serve 'deepseek_v32' models"):
+        kv_footprint(m, [1], engine="hf")
+
+
+@covers("zai-org__GLM-5.json")
+def test_glm5_indexer_every_layer():
+    m = load("zai-org__GLM-5.json")
+    assert kinds(m) == [("mla", "indexer")] * 78
+    assert kv_footprint(m, [1]).bytes_per_token == 78 * (LATENT * BF16 + INDEXER) == 100_152
+    assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 78 * (DS_MLA + INDEXER) == 61_464
+    # transformers caches GLM-5's attention decompressed: 64 heads x (K 192 + 64, V 256) in
+    # bf16, plus the indexer key in bf16
+    hf = kv_footprint(m, [1], engine="hf")
+    assert hf.bytes_per_token == 78 * (64 * (192 + 64 + 256) * BF16 + 128 * BF16) == 5_131_776
+
+
+@covers("zai-org__GLM-5.2.json")
+def test_glm52_shared_indexers():
+    m = load("zai-org__GLM-5.2.json")
+    # index_topk_freq 4, index_skip_topk_offset 3: a layer computes its own top-k when
+    # max(i - 3 + 1, 0) % 4 == 0: 0, 1, 2, then 6, 10, ..., 74 (21 of 78); indexer_types agrees
+    with_indexer = {0, 1, 2} | set(range(6, 78, 4))
+    assert len(with_indexer) == 21
+    assert kinds(m) == [("mla", "indexer") if i in with_indexer else ("mla",) for i in range(78)]
+    assert kv_footprint(m, [1]).bytes_per_token == 78 * LATENT * BF16 + 21 * INDEXER == 92_628
+    assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 78 * DS_MLA + 21 * INDEXER
+    # SGLang's NSA pool sizes an index buffer for every layer (as read): not established here
+    with pytest.raises(InputError, match="indexer cache on the 57 layers"):
+        kv_footprint(m, [1], engine="sglang")
+    # indexer_types that disagree with freq / offset are refused
+    types = list(m.config["indexer_types"])
+    types[3] = "full"
+    with pytest.raises(Exception, match="indexer_types: layer 3 is 'full' but index_topk_freq"):
+        load("x.json", {**m.config, "indexer_types": types})
+
+
+@covers("zai-org__GLM-4.7-Flash.json")
+def test_glm47_flash_is_mla():
+    m = load("zai-org__GLM-4.7-Flash.json")
+    # glm4_moe_lite: 47 MLA layers (kv_lora_rank 512, qk_rope_head_dim 64), no indexer;
+    # head_dim 64 in the file is not the cache width
+    assert kinds(m) == [("mla",)] * 47
+    assert kv_footprint(m, [1]).bytes_per_token == 47 * LATENT * BF16 == 54_144
+    assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 47 * LATENT * FP8  # plain fp8
+    with pytest.raises(Exception, match=r"attention heads \(20\) must divide by tp \(8\)"):
+        kv_footprint(m, [1], tp=8)
