@@ -435,3 +435,69 @@ def test_glm47_flash_is_mla():
     assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 47 * LATENT * FP8  # plain fp8
     with pytest.raises(Exception, match=r"attention heads \(20\) must divide by tp \(8\)"):
         kv_footprint(m, [1], tp=8)
+
+
+# --------------------------------------------------------------------------------------------
+# DeepSeek-V4: compressed caches (vLLM 0.27+)
+# --------------------------------------------------------------------------------------------
+
+ROW = 448 + 64 * 2 + 448 // 64 + 1  # fp8_ds_mla, DeepSeek-V4: fp8 NoPE, bf16 RoPE, scales, pad
+
+
+def pad576(n: int) -> int:
+    return -(-n // 576) * 576
+
+
+def v4_blocks(n: int, swa_groups: int) -> int:
+    """ceil(n / 256) compressed blocks + per sliding group the most blocks its window spanned
+    at any length m <= n (brute force): window 128 in 64-token blocks, r=4 states 8 tokens in
+    4-token blocks, r=128 states 128 tokens in 8-token blocks."""
+    def held(b, w):
+        return max(-(-m // b) - max(0, m - w) // b for m in range(1, n + 1))
+    return -(-n // 256) + swa_groups * held(64, 128) + held(4, 8) + held(8, 128)
+
+
+@covers("deepseek-ai__DeepSeek-V4-Flash.json")
+def test_deepseek_v4_flash():
+    m = load("deepseek-ai__DeepSeek-V4-Flash.json")
+    # compress_ratios: 0, 0, then 4 / 128 alternating (21 x 4, 20 x 128) over 43 layers; the
+    # 44th entry is the MTP layer's
+    ratios = m.config["compress_ratios"][:43]
+    assert [s.compress_ratio for (s,) in m.layers] == [max(r, 1) for r in ratios]
+    assert (ratios.count(0), ratios.count(4), ratios.count(128)) == (2, 21, 20)
+    assert ROW == 584
+    # one block id: 21 r=4 layers x (64 entries x 584 B and 64 indexer keys x 132 B, each padded
+    # to 576 B) + 20 r=128 layers x 2 entries x 584 B padded
+    block = 21 * (pad576(64 * ROW) + pad576(64 * 132)) + 20 * pad576(2 * ROW)
+    assert block == 21 * (37_440 + 8_640) + 20 * 1_728 == 1_002_240
+    fp = kv_footprint(m, [4096, 131072, 1048576])
+    # window caches: 43 layers in groups of 22 (vLLM pads 21 + 21 + 20 + 43 least at 22): 2
+    for seq, n in zip(fp.sequences, (4096, 131072, 1048576), strict=True):
+        assert seq.per_gpu_bytes == v4_blocks(n, 2) * block
+    # 42, 538 and 4,122 blocks: 4 more than at the last decode step of exactly 4k / 128k / 1M
+    # tokens (16 + 2 x 2 + 2 + 16 = 38 at 4k), the worst case over shorter lengths
+    assert [s.per_gpu_bytes for s in fp.sequences] == [42 * block, 538 * block, 4122 * block]
+    tp8 = kv_footprint(m, [4096], tp=8)  # nothing is split: each rank holds it all
+    assert tp8.sequences[0].per_gpu_bytes == 42 * block
+    assert tp8.sequences[0].total_bytes == 8 * 42 * block
+    assert kv_footprint(m, [1], kv_dtype="fp8").kv_dtype == "fp8_ds_mla"
+    with pytest.raises(InputError, match="stores DeepSeek-V4's caches as fp8_ds_mla"):
+        kv_footprint(m, [1], kv_dtype="bf16")
+    with pytest.raises(InputError, match="for vLLM 0.27 and newer only"):
+        kv_footprint(m, [1], engine="vllm@0.22")
+    with pytest.raises(InputError, match="for vLLM 0.27 and newer only"):
+        kv_footprint(m, [1], engine="sglang")
+
+
+@covers("deepseek-ai__DeepSeek-V4-Pro.json")
+def test_deepseek_v4_pro():
+    m = load("deepseek-ai__DeepSeek-V4-Pro.json")
+    ratios = m.config["compress_ratios"][:61]
+    assert (ratios.count(4), ratios.count(128)) == (30, 31)  # 61 layers, no window-only layer
+    block = 30 * (pad576(64 * ROW) + pad576(64 * 132)) + 31 * pad576(2 * ROW)
+    assert block == 1_435_968
+    fp = kv_footprint(m, [4096, 131072, 1048576])
+    # 61 window caches in groups of 31 (30, 61, 30, 31 pad least at 31): 2 groups
+    assert [s.per_gpu_bytes for s in fp.sequences] == [v4_blocks(n, 2) * block
+                                                       for n in (4096, 131072, 1048576)]
+    assert fp.sequences[1].per_gpu_bytes == (534 + 4) * block

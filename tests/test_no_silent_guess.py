@@ -16,6 +16,7 @@ import pytest
 
 from kvplan.cli.main import run
 from kvplan.core.errors import ConfigError
+from kvplan.engines import get_engine
 from kvplan.loaders.hf_config import parse_config
 from kvplan.planning.footprint import kv_footprint
 
@@ -25,7 +26,8 @@ CONFIGS = sorted(FIXTURES.glob("*.json"))
 
 def answer(cfg: dict, source: str) -> tuple:
     m = parse_config(cfg, name="x", source=source)
-    fp = kv_footprint(m, [100_000], block_size_tokens=1, engine="vllm@0.23.0")  # serves them all
+    last = get_engine("vllm").removed_model_types.get(m.model_type)  # the last release serving it
+    fp = kv_footprint(m, [100_000], block_size_tokens=1, engine=f"vllm@{last}" if last else "vllm")
     return (fp.bytes_per_token, fp.state_bytes_per_sequence, fp.sequences[0].total_bytes,
             m.dtype, m.hidden_size, [tuple(s.kind for s in b) for b in m.layers])
 

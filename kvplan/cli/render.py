@@ -48,7 +48,8 @@ def render_size(fp: Footprint) -> None:
         )
     out.print(layers)
     for row in fp.layers:
-        how = fp.engine.describe_policy(row.policy, row.window_tokens, fp.block_size_tokens)
+        how = "" if row.kind == "compressed_attention" else fp.engine.describe_policy(
+            row.policy, row.window_tokens, fp.block_size_tokens)
         out.print(f"  {row.kind} x{row.count}: {row.detail}" + (f"; {how}" if how else ""),
                   style="dim")
     out.print(f"growing KV: {format_int(ceil_bytes(fp.bytes_per_token))} B per token"

@@ -106,6 +106,33 @@ class LightningIndexer:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompressedAttention:
+    """DeepSeek-V4 attention: one ``head_dim`` latent per token serves as K and V (MQA-like),
+    kept three ways. Every layer holds a window of the last ``window_tokens`` raw tokens; a
+    layer with ``compress_ratio`` r > 1 also holds one compressed entry per r tokens (floor(n/r)
+    entries) and the compressor's running state (the last 2r raw tokens' projections for r = 4,
+    the last r for r = 128, in fp32); r = 4 layers add a lightning-indexer key per entry.
+
+    vLLM stores latents as fp8_ds_mla (448 fp8 NoPE values + 64 bf16 RoPE values + 7 UE8M0
+    scales + 1 pad = 584 B). DeepSeek-V4-Flash at 128k tokens: 21 r=4 layers x 32,768 entries x
+    (584 + 132) B + 20 r=128 layers x 1,024 x 584 B + 43 windows x 128 x 584 B + states.
+    """
+
+    kind: ClassVar[str] = "compressed_attention"
+    grows: ClassVar[bool] = True
+    compress_ratio: int  # 1: window only; 4: compressed sparse (with an indexer); 128: heavy
+    head_dim: int
+    rope_dim: int
+    window_tokens: int
+    index_head_dim: int = 0  # the indexer key's width on r = 4 layers
+
+    @property
+    def overlap(self) -> int:
+        """Groups the compressor state spans: 2 for r = 4 (overlapping groups), else 1."""
+        return 2 if self.compress_ratio == 4 else 1
+
+
+@dataclass(frozen=True, kw_only=True)
 class Mamba:
     """A selective state-space layer (Mamba-1 or Mamba-2); its state is constant per sequence.
 
@@ -223,4 +250,4 @@ class ShortConv:
 
 
 LayerSpec = (FullAttention | SlidingWindow | ChunkedLocal | MultiHeadLatent | LightningIndexer | Mamba
-             | LinearAttention | LightningAttention | ShortConv)
+             | LinearAttention | LightningAttention | ShortConv | CompressedAttention)

@@ -16,7 +16,14 @@ Layer patterns follow the transformers config classes (v4.5x / v5), which vLLM m
 
 from __future__ import annotations
 
-from ..core.layers import ChunkedLocal, FullAttention, LightningIndexer, MultiHeadLatent, SlidingWindow
+from ..core.layers import (
+    ChunkedLocal,
+    CompressedAttention,
+    FullAttention,
+    LightningIndexer,
+    MultiHeadLatent,
+    SlidingWindow,
+)
 from .fields import Fields
 
 QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
@@ -235,3 +242,31 @@ def parse_sparse_mla(f: Fields, model_type: str) -> list[tuple]:
     indexer = LightningIndexer(index_head_dim=f.integer("index_head_dim"))
     full = indexer_layers(f, len(layers))
     return [(mla, indexer) if has else (mla,) for (mla,), has in zip(layers, full, strict=True)]
+
+
+def parse_deepseek_v4(f: Fields, model_type: str) -> list[tuple]:
+    """DeepSeek-V4: ``compress_ratios`` gives each layer's ratio (0: window only, 4: compressed
+    sparse with an indexer, 128: heavily compressed), one entry per layer plus one per MTP layer
+    (not counted); ``sliding_window`` every layer's window; one ``head_dim`` latent per token
+    (``num_key_value_heads`` 1, K = V), ``qk_rope_head_dim`` of it RoPE'd."""
+    num_layers = f.num_layers()
+    ratios = f.array("compress_ratios")
+    mtp = f.opt_int("num_nextn_predict_layers", minimum=0) or 0
+    if ratios is None or len(ratios) not in (num_layers, num_layers + mtp):
+        raise f.error("compress_ratios", f"expected {num_layers} entries (one per layer, plus "
+                      f"{mtp} for the MTP layers), got {len(ratios or [])}")
+    for i, r in enumerate(ratios):
+        if isinstance(r, bool) or r not in (0, 4, 128):
+            raise f.error(f"compress_ratios[{i}]", f"expected 0, 4 or 128, got {r!r}")
+    kv = f.integer("num_key_value_heads")
+    if kv != 1:
+        raise f.error("num_key_value_heads", f"DeepSeek-V4 keeps one latent per token; got {kv}")
+    head, rope, window = f.integer("head_dim"), f.integer("qk_rope_head_dim"), f.integer("sliding_window")
+    index = f.integer("index_head_dim")
+    f.integer("index_topk"), f.integer("index_n_heads")  # top-k and the indexer's query weights
+    for key in ("compress_rope_theta", "num_hash_layers", "expert_dtype", "o_lora_rank"):
+        f.get(key)  # rope base, hash routing, expert weights, output projection: no cache
+    specs = {r: CompressedAttention(compress_ratio=max(r, 1), head_dim=head, rope_dim=rope,
+                                    window_tokens=window, index_head_dim=index if r == 4 else 0)
+             for r in set(ratios[:num_layers])}
+    return [(specs[r],) for r in ratios[:num_layers]]

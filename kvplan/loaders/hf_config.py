@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.model import Model
-from .attention_families import parse_mla, parse_sparse_mla, parse_standard
+from .attention_families import parse_deepseek_v4, parse_mla, parse_sparse_mla, parse_standard
 from .fields import Fields
 from .geometry_families import parse_gemma3n, parse_gemma4, parse_mimo_v2, parse_nemotron_nas
 from .kv_keys import uninterpreted
@@ -49,6 +49,7 @@ ADAPTERS.update({
     "kimi_k2": parse_mla,
     "glm4_moe_lite": parse_mla,  # GLM-4.7-Flash: DeepseekV2MLAAttention (vLLM glm4_moe_lite.py)
     "deepseek_v32": parse_sparse_mla,
+    "deepseek_v4": parse_deepseek_v4,
     "glm_moe_dsa": parse_sparse_mla,  # GLM-5.x (vLLM GlmMoeDsaForCausalLM in deepseek_v2.py)
     "mamba": parse_mamba1,
     "falcon_mamba": parse_mamba1,

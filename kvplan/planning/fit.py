@@ -107,6 +107,9 @@ def plan_layout(req: FitRequest) -> FitResult:
     """Plan one (model, GPU, engine, parallelism, context), without the TP/PP search."""
     layout = get_engine(req.engine)
     model = req.model
+    if any(s.kind == "compressed_attention" for s in model.cache_layers):
+        raise InputError("kvplan fit does not model vLLM's packed block pool for DeepSeek-V4 yet; "
+                         "`kvplan size` gives its exact per-sequence bytes", field="MODEL")
     max_model_len = req.max_model_len or req.context_tokens
     if req.context_tokens > max_model_len:
         raise InputError(f"context {req.context_tokens:,} exceeds --max-model-len "

@@ -22,11 +22,12 @@ from typing import NamedTuple
 
 from ..core.errors import InputError
 from ..core.formats import KvFormatPair, parse_format
-from ..core.layers import LayerSpec
+from ..core.layers import CompressedAttention, LayerSpec
 from ..core.model import Model
 from ..core.parallel import check_degree, pp_stages
 from ..core.units import ceil_bytes
 from ..engines import EngineLayout, get_engine
+from ..engines.base import version_tuple
 from ..engines.costs import LayerCost, layer_cost, unify_pages
 
 
@@ -124,6 +125,8 @@ def kv_footprint(
     for n in contexts:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InputError(f"must be a positive number of tokens, got {n!r}", field="--context")
+    if any(s.kind == "compressed_attention" for s in model.cache_layers):
+        return _compressed_footprint(model, contexts, layout, kv_dtype, k_dtype, v_dtype, tp, pp)
     formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype)
     layout.check_options(formats.k.name, formats.v.name, block, tp)
     layout.check_model(model)
@@ -153,3 +156,56 @@ def kv_footprint(
         sequences=sequences, stage_layers=tuple(len(s) for s in stages), notes=notes,
         layer_costs=tuple(tuple(b) for b in by_layer),
     )
+
+
+def _compressed_footprint(model: Model, contexts: tuple[int, ...], layout: EngineLayout,
+                          kv_dtype: str, k_dtype: str | None, v_dtype: str | None, tp: int,
+                          pp: int) -> Footprint:
+    """DeepSeek-V4's compressed caches under vLLM 0.27+ (``kvplan.engines.vllm_dsv4``): a
+    sequence holds whole block ids of a pool shared by every cache group, each costing the
+    widest group's pages; nothing is split by TP."""
+    from ..engines import vllm_dsv4 as v4
+
+    if layout.name != "vllm" or version_tuple(layout.version) < (0, 27):
+        raise InputError(f"kvplan models DeepSeek-V4's compressed caches for vLLM 0.27 and newer "
+                         f"only (vLLM first served it in 0.20; {layout.label}'s layout is not "
+                         "established)", field="--engine")
+    if pp > 1:
+        raise InputError("DeepSeek-V4 under pipeline parallelism is not modelled", field="--pp")
+    asked = {s.strip().lower() for s in (kv_dtype, k_dtype or kv_dtype, v_dtype or kv_dtype)}
+    if asked - {"auto", "fp8", "fp8_e4m3", "fp8_ds_mla"}:
+        raise InputError("vLLM stores DeepSeek-V4's caches as fp8_ds_mla on its default FlashMLA "
+                         "path (auto and fp8 both mean that); other formats need another "
+                         "attention backend, not modelled", field="--kv-dtype")
+    specs = [s for s in model.cache_layers if isinstance(s, CompressedAttention)]
+    v4.check(specs)
+    rows = []
+    for spec, count in model.layer_groups():
+        assert isinstance(spec, CompressedAttention)
+        e, r = v4.entry_bytes(spec), spec.compress_ratio
+        grow = Fraction(e + (spec.index_head_dim + spec.index_head_dim // 128 * 4), r) if r > 1 \
+            else Fraction(0)
+        const = v4.payload_bytes(spec.overlap * max(r, spec.window_tokens), spec) - int(
+            grow * spec.overlap * max(r, spec.window_tokens))
+        what = ("window only" if r == 1 else f"1 entry per {r} tokens"
+                + (" + indexer key" if spec.index_head_dim else ""))
+        rows.append(LayerCost(
+            spec=spec, kind=spec.kind, count=count, kv_heads=1, kv_heads_per_rank=1,
+            head_dim_k=spec.head_dim, head_dim_v=None, window_tokens=spec.window_tokens,
+            bytes_per_token=grow, bytes_per_token_per_rank=grow, state_bytes=const,
+            state_bytes_per_rank=const,
+            detail=f"ratio {r}: {what}; {e}-B fp8_ds_mla rows, window {spec.window_tokens}",
+            formats=None))
+    per_block = v4.block_bytes(specs)
+    sequences = tuple(SequenceBytes(n, tp * v4.sequence_bytes(n, specs), v4.sequence_bytes(n, specs))
+                      for n in contexts)
+    notes = (f"vLLM DeepSeek-V4: one block id costs {per_block:,} B (the compressed caches' "
+             f"padded pages); a sequence of n tokens holds ceil(n / 256) of them plus its window "
+             "and compressor-state blocks; every TP rank holds all of it",)
+    return Footprint(
+        model=model, engine=layout, formats=parse_format("fp8_ds_mla"), kv_dtype="fp8_ds_mla",
+        tp=tp, pp=pp, block_size_tokens=v4.FULL_BLOCK, layers=tuple(rows),
+        bytes_per_token=sum((c.bytes_per_token * c.count for c in rows), Fraction(0)),
+        state_bytes_per_sequence=sum(c.state_bytes * c.count for c in rows),
+        sequences=sequences, stage_layers=(model.num_layers,), notes=notes,
+        layer_costs=tuple((next(c for c in rows if c.spec is s),) for (s,) in model.layers))
