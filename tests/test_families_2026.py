@@ -501,3 +501,64 @@ def test_deepseek_v4_pro():
     assert [s.per_gpu_bytes for s in fp.sequences] == [v4_blocks(n, 2) * block
                                                        for n in (4096, 131072, 1048576)]
     assert fp.sequences[1].per_gpu_bytes == (534 + 4) * block
+
+
+# --------------------------------------------------------------------------------------------
+# Wrappers, aliases and 2025-2026 plain decoders
+# --------------------------------------------------------------------------------------------
+
+
+@covers("Qwen__Qwen3-VL-30B-A3B-Instruct.json")
+def test_qwen3_vl_moe_text_config():
+    m = load("Qwen__Qwen3-VL-30B-A3B-Instruct.json")
+    # text_config qwen3_vl_moe_text: 48 layers, 4 KV heads x head_dim 128
+    assert m.model_type == "qwen3_vl_moe_text"
+    assert kv_footprint(m, [1]).bytes_per_token == 48 * 2 * 4 * 128 * BF16 == 98_304
+    # TP 8: 4 KV heads replicated, 1 per rank: 512 B per layer
+    assert kv_footprint(m, [1], tp=8).layers[0].bytes_per_token_per_rank == 2 * 1 * 128 * BF16
+
+
+@covers("zai-org__GLM-4.7-FP8.json")
+def test_glm47_is_plain_gqa():
+    m = load("zai-org__GLM-4.7-FP8.json")
+    # glm4_moe: 92 layers, 8 KV heads x head_dim 128 (vLLM glm4_moe.py: plain GQA)
+    assert kv_footprint(m, [1]).bytes_per_token == 92 * 2 * 8 * 128 * BF16 == 376_832
+
+
+@covers("OpenGVLab__InternVL3-1B-Pretrained__transformers-repr.json")
+def test_internvl_llm_config_wrapper():
+    m = load("OpenGVLab__InternVL3-1B-Pretrained__transformers-repr.json")
+    # the language model sits under llm_config (qwen2): 24 layers, 2 KV heads x 896 / 14 = 64
+    assert m.model_type == "qwen2"
+    assert kv_footprint(m, [1]).bytes_per_token == 24 * 2 * 2 * 64 * BF16 == 12_288
+    with pytest.raises(Exception, match=r"attention heads \(14\) must divide by tp \(8\)"):
+        kv_footprint(m, [1], tp=8)
+
+
+def test_step3_text_one_kv_head_everywhere():
+    """A rule test on a config built from vLLM's Step3TextConfig defaults (no published
+    config.json was found): one KV head of 256 on every rank, whatever the TP degree."""
+    cfg = {"model_type": "step3_text", "hidden_size": 7168, "num_attention_heads": 64,
+           "num_attention_groups": 1, "num_hidden_layers": 61, "head_dim": 256,
+           "share_q_dim": 2048, "vocab_size": 128815, "torch_dtype": "bfloat16"}
+    m = load("x.json", cfg)
+    for tp in (1, 8):
+        assert kv_footprint(m, [1], tp=tp).layers[0].bytes_per_token_per_rank == 1 * 512 * BF16
+    assert kv_footprint(m, [1]).bytes_per_token == 61 * 1024 == 62_464
+    with pytest.raises(Exception, match="num_attention_groups: vLLM's step3_text serves one KV head"):
+        load("x.json", {**cfg, "num_attention_groups": 4})
+
+
+def test_olmo_head_width_and_hunyuan_cla_rules():
+    base = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "num_hidden_layers": 2, "vocab_size": 100, "torch_dtype": "bfloat16"}
+    m = load("x.json", {**base, "model_type": "olmo3"})
+    assert kv_footprint(m, [1]).bytes_per_token == 2 * 2 * 8 * 128 * BF16  # 4096 / 32 = 128
+    with pytest.raises(Exception, match="head_dim: 256 differs from hidden_size / "
+                       "num_attention_heads = 128, which vLLM's OLMo uses"):
+        load("x.json", {**base, "model_type": "olmo3", "head_dim": 256})
+    with pytest.raises(Exception, match="use_cla: cross-layer attention"):
+        load("x.json", {**base, "model_type": "hunyuan_v1_dense", "use_cla": True,
+                        "cla_share_factor": 2})
+    plain = load("x.json", {**base, "model_type": "hunyuan_v1_dense", "use_cla": False})
+    assert kv_footprint(plain, [1]).bytes_per_token == 2 * 2 * 8 * 128 * BF16

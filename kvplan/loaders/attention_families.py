@@ -99,6 +99,8 @@ def falcon_kv_heads(f: Fields, model_type: str, heads: int) -> int:
 def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
     """Per-layer attention kind: "full", "sliding" or "chunked" (or a hybrid kind from
     ``layer_types``)."""
+    if model_type in QWEN_FAMILY:  # both are read (and ignored unless the window is on)
+        f.get("use_sliding_window"), f.get("max_window_layers")
     types = f.str_list("layer_types", num_layers)
     if types is not None:
         kinds = []
@@ -109,8 +111,6 @@ def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
             kinds.append(LAYER_TYPE_KINDS[t])
         return kinds
     window = f.opt_int("sliding_window")
-    if model_type in QWEN_FAMILY:  # both are read (and ignored unless the window is on)
-        f.get("use_sliding_window"), f.get("max_window_layers")
     if model_type.startswith("llama4"):
         return _llama4_kinds(f, num_layers)
     # Qwen configs default use_sliding_window to false (Qwen2Config); others have no such flag.

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.layers import FullAttention
 from ..core.model import Model
 from .attention_families import parse_deepseek_v4, parse_mla, parse_sparse_mla, parse_standard
 from .fields import Fields
@@ -41,6 +42,9 @@ STANDARD_TYPES = (
     "llama4_text", "gpt_oss", "falcon", "RefinedWeb", "RefinedWebModel", "qwen2_vl",
     "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "starcoder2", "olmo",
     "olmo2", "granite", "granitemoe", "internlm2", "exaone", "gpt_bigcode", "chatglm", "glm",
+    # 2025-2026 plain GQA decoders, each read in its vLLM model file (docs/architectures.md)
+    "qwen3_vl_moe_text", "glm4_moe", "ernie4_5", "ernie4_5_moe", "apertus", "arcee", "exaone4",
+    "bailing_moe",
 )
 ADAPTERS: dict[str, Adapter] = {t: parse_standard for t in STANDARD_TYPES}
 ADAPTERS.update({
@@ -95,6 +99,45 @@ LIBRARY_DEFAULTS: dict[str, dict[str, object]] = {
                     "vocab_size": 202048},
 }
 
+def parse_olmo(f: Fields, model_type: str) -> list[tuple]:
+    """OLMo-2 / OLMo-3 (vLLM ``olmo2.py``): the head width is hidden_size / num_attention_heads
+    whatever ``head_dim`` says; a config whose ``head_dim`` differs is refused."""
+    heads, hidden = f.integer("num_attention_heads"), f.integer("hidden_size")
+    given = f.opt_int("head_dim")
+    if given is not None and hidden % heads == 0 and given != hidden // heads:
+        raise f.error("head_dim", f"{given} differs from hidden_size / num_attention_heads = "
+                      f"{hidden // heads}, which vLLM's OLMo uses")
+    return parse_standard(f, model_type)
+
+
+def parse_hunyuan(f: Fields, model_type: str) -> list[tuple]:
+    """Hunyuan v1 (vLLM ``hunyuan_v1.py``): plain GQA unless ``use_cla`` makes layers reuse
+    the previous layer's K and V (cross-layer attention), which is not modelled."""
+    if f.flag("use_cla"):
+        raise f.error("use_cla", "cross-layer attention (layers reusing another layer's K and V) "
+                      "is not modelled")
+    f.get("cla_share_factor")  # only with use_cla
+    f.get("attention_head_dim")  # vLLM: head_dim, else attention_head_dim, else hidden / heads
+    return parse_standard(f, model_type)
+
+
+def parse_step3_text(f: Fields, model_type: str) -> list[tuple]:
+    """Step-3's text model (vLLM ``step3_text.py``): multi-matrix factorised attention with ONE
+    KV head of ``head_dim`` on every rank (the model file hard-codes it and refuses another
+    ``num_attention_groups``); 64 query heads. 1 x (256 + 256) x 2 B = 1,024 B per layer."""
+    groups = f.integer("num_attention_groups")
+    if groups != 1:
+        raise f.error("num_attention_groups", f"vLLM's step3_text serves one KV head, got {groups}")
+    f.get("share_q_dim")  # the low-rank query width: weights only
+    head_dim = f.integer("head_dim")
+    spec = FullAttention(num_attention_heads=f.integer("num_attention_heads"), num_kv_heads=1,
+                         head_dim_k=head_dim, head_dim_v=head_dim)
+    return [(spec,)] * f.num_layers()
+
+
+ADAPTERS.update({"olmo2": parse_olmo, "olmo3": parse_olmo, "hunyuan_v1_dense": parse_hunyuan,
+                 "hunyuan_v1_moe": parse_hunyuan, "step3_text": parse_step3_text})
+
 #: The text model_type of a multimodal wrapper whose text_config names none.
 WRAPPER_TEXT_TYPES = {"llava": "llama", "llava_next": "llama", "gemma3": "gemma3_text",
                       "llama4": "llama4_text", "mistral3": "mistral"}
@@ -103,13 +146,16 @@ WRAPPER_TEXT_TYPES = {"llava": "llama", "llava_next": "llama", "gemma3": "gemma3
 def _text_config(config: dict, source: str) -> tuple[dict, Any, str]:
     """(text config, its model_type as found (checked by the caller), key prefix for errors)."""
     top_type = config.get("model_type")
-    text = config.get("text_config")
+    key = "text_config"
+    if config.get(key) is None and config.get("llm_config") is not None:
+        key = "llm_config"  # InternVL: vLLM copies llm_config to text_config
+    text = config.get(key)
     if text is not None and not isinstance(text, dict):
-        raise ConfigError("expected an object", source=source, field="text_config")
+        raise ConfigError("expected an object", source=source, field=key)
     if text and not config.get("num_hidden_layers"):
         mtype = text.get("model_type") or (
             WRAPPER_TEXT_TYPES.get(top_type, top_type) if isinstance(top_type, str) else top_type)
-        return text, mtype, "text_config."
+        return text, mtype, f"{key}."
     if top_type is None and "d_model" in config and "n_layer" in config:
         return config, "mamba_ssm", ""
     return config, top_type, ""

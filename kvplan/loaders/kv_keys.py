@@ -22,7 +22,7 @@ KV_WORDS = re.compile(
     r"state_size|d_state|linear_|kda|deltanet|lightning|recurrent|global_|local_attn|"
     r"full_attn|full_attention|attn_layer|attention_layer|attn_idx|attention_type|attn_type|"
     r"attn_cfg|attn_config|attention_groups|no_rope|nope_layer|n_group|num_group|"
-    r"^hidden_size|^d_model|^n_embd|dtype|model_type|multi_query|decoder_architecture|k_eq_v"
+    r"^hidden_size|^d_model|^n_embd|dtype|model_type|multi_query|decoder_architecture|k_eq_v|llm_config|text_config"
 )
 
 #: Names that match ``KV_WORDS`` but shape no cache (weights, MoE routing, rope, kernels).
