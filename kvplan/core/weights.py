@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .dtypes import dtype_bytes
+from .module_match import SkipList, module_names
 from .parallel import pp_stage_sizes
 from .units import cdiv, ceil_bytes
 
@@ -124,8 +125,12 @@ class WeightFormat:
     - ``awq`` / ``gptq`` (int4, group g along the input): n/2 packed + rows*cols/g fp16 scales
       (2 bytes) + 4-bit zeros packed in int32 (rows*cols/(2g) bytes); GPTQ adds ``g_idx``
       (4 bytes per input column); ``int4`` (compressed-tensors pack-quantized) stores zeros only
-      when asymmetric
+      when asymmetric, and a 16-byte int64 ``weight_shape``
     - ``mxfp4``: n/2 + n/32 (an e8m0 scale per 32 elements; gpt-oss experts)
+    - ``nvfp4`` (ModelOpt NVFP4, compressed-tensors nvfp4-pack-quantized): n/2 packed e2m1 +
+      n/16 fp8 block scales + 8 (fp32 weight_scale_2 and input_scale of the tensor); ``nvfp4_w4a16``
+      + 4 (no input scale). Llama-70B-shaped q_proj [8192, 8192]: 33,554,432 + 4,194,304 + 8
+    - ``fp8_modelopt``: n + 8 (fp32 weight_scale and input_scale); ``mxfp8``: n + n/32 (e8m0)
     - ``bnb_nf4``: n/2 + absmax per 64 (fp32, or uint8 + fp32 per 256 blocks when double
       quantised)
     - ``bnb_int8``: n + 4 * rows (LLM.int8 fp32 row scale ``SCB``)
@@ -139,14 +144,15 @@ class WeightFormat:
     experts_only: bool = False
     double_quant: bool = False
     zero_point: bool = True  # int4 (compressed-tensors): asymmetric schemes store zeros
-    skip: tuple[str, ...] = ()  # tensor-name fragments left unquantised (modules_to_not_convert)
+    skip: SkipList = SkipList()  # modules the checkpoint leaves unquantised, and the match rule
 
     def quantizes(self, t: Tensor) -> bool:
         if self.scheme == "dense" or not t.linear:
             return False
         if self.experts_only and not t.expert:
             return False
-        return not any(s and s in t.name for s in self.skip)
+        names, fused = module_names(t.name, t.layer, t.place, t.expert)
+        return not self.skip.skips(names, fused)
 
     def matrix_bytes(self, rows: int, cols: int, t: Tensor) -> Fraction:
         n = rows * cols
@@ -165,10 +171,16 @@ class WeightFormat:
             group = self.group_size if self.group_size > 0 else cols  # -1: one group per row
             groups = rows * cdiv(cols, group)
             zeros = Fraction(groups, 2) if s != "int4" or self.zero_point else Fraction(0)
-            extra = 4 * cols if s == "gptq" else 0
+            extra = 4 * cols if s == "gptq" else 16 if s == "int4" else 0  # g_idx; weight_shape
             return Fraction(n, 2) + 2 * groups + zeros + extra
         if s == "mxfp4":
             return Fraction(n, 2) + Fraction(n, 32)
+        if s in ("nvfp4", "nvfp4_w4a16"):
+            return Fraction(n, 2) + Fraction(n, 16) + (8 if s == "nvfp4" else 4)
+        if s == "fp8_modelopt":
+            return Fraction(n + 8)
+        if s == "mxfp8":
+            return n + Fraction(n, 32)
         if s == "bnb_nf4":
             blocks = cdiv(n, 64)
             scale = blocks + 4 * cdiv(blocks, 256) if self.double_quant else 4 * blocks

@@ -9,7 +9,15 @@ multimodal wrappers are not counted (a note says so).
 from __future__ import annotations
 
 from ..core.errors import ConfigError
-from ..core.layers import ChunkedLocal, FullAttention, LinearAttention, Mamba, MultiHeadLatent, SlidingWindow
+from ..core.layers import (
+    ChunkedLocal,
+    FullAttention,
+    LightningIndexer,
+    LinearAttention,
+    Mamba,
+    MultiHeadLatent,
+    SlidingWindow,
+)
 from ..core.model import Model
 from ..core.units import cdiv
 from ..core.weights import Tensor, Weights
@@ -34,7 +42,13 @@ SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen
              "llama4_text", "gpt_oss", "falcon", "RefinedWeb", "RefinedWebModel", "qwen2_vl",
              "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "deepseek_v2", "deepseek_v3",
              "kimi_k2", "mamba", "falcon_mamba", "mamba2", "mamba_ssm", "jamba", "falcon_h1",
-             "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next"}
+             "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "deepseek_v32", "glm_moe_dsa",
+             "glm4_moe_lite", "minimax_m2", "nemotron-nas"}
+#: MTP blocks whose checkpoint keeps no embed_tokens / shared_head.head copies of their own
+#: (GLM-5.x: the published totals count the MTP block's decoder layer and eh_proj only).
+MTP_SHARES_EMBEDDINGS = {"glm_moe_dsa"}
+#: DeepSeek-style MoE decoders (first_k_dense_replace, moe_layer_freq, shared experts).
+DEEPSEEK_MOE = {"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite"}
 
 
 class _Inventory:
@@ -46,7 +60,8 @@ class _Inventory:
 
     def add(self, name: str, rows: int, cols: int = 1, **kw) -> None:
         self.tensors.append(Tensor(name=name, rows=rows, cols=cols, place=self.place,
-                                   layer=self.layer if self.place == "layer" else None, **kw))
+                                   layer=self.layer if self.place in ("layer", "extra") else None,
+                                   **kw))
 
     def norm(self, name: str, width: int, bias: bool = False) -> None:
         self.add(name + ".weight", width)
@@ -87,6 +102,9 @@ class _Inventory:
             self.norm(f"{prefix}.k_norm", kv * spec.head_dim_k)
         if self.mt == "gpt_oss":
             self.add(f"{prefix}.sinks", spec.num_attention_heads, shard="column")
+        if self.mt == "minimax_m2" and f.flag("use_qk_norm"):  # per_layer: over every head
+            self.norm(f"{prefix}.q_norm", spec.num_attention_heads * spec.head_dim_k)
+            self.norm(f"{prefix}.k_norm", kv * spec.head_dim_k)
 
     def mla(self, spec: MultiHeadLatent) -> None:
         f, h = self.f, self.hidden
@@ -105,6 +123,18 @@ class _Inventory:
         self.linear("self_attn.kv_b_proj", heads * (spec.qk_nope_head_dim + spec.v_head_dim),
                     spec.kv_lora_rank, "column")
         self.linear("self_attn.o_proj", h, heads * spec.v_head_dim, "row")
+
+    def indexer(self, spec: LightningIndexer) -> None:
+        """DeepSeek sparse attention's indexer (vLLM ``Indexer``; every tensor replicated):
+        wq_b [index_n_heads x index_head_dim, q_lora_rank], wk [index_head_dim, hidden], a
+        LayerNorm k_norm (weight and bias), weights_proj [index_n_heads, hidden] (bf16 in the
+        fp8 checkpoints). DeepSeek-V3.2: 12,582,912 + 917,504 + 256 + 458,752 = 13,959,424."""
+        f, h, d = self.f, self.hidden, spec.index_head_dim
+        heads = f.integer("index_n_heads")
+        self.linear("self_attn.indexer.wq_b", heads * d, f.integer("q_lora_rank"), "replicated")
+        self.linear("self_attn.indexer.wk", d, h, "replicated")
+        self.norm("self_attn.indexer.k_norm", d, bias=True)
+        self.linear("self_attn.indexer.weights_proj", heads, h, "replicated", quantized=False)
 
     def mamba(self, spec: Mamba) -> None:
         f, h, d = self.f, self.hidden, spec.d_inner
@@ -156,6 +186,8 @@ class _Inventory:
             self.attention(spec)
         elif isinstance(spec, MultiHeadLatent):
             self.mla(spec)
+        elif isinstance(spec, LightningIndexer):
+            self.indexer(spec)
         elif isinstance(spec, Mamba):
             self.mamba(spec)
         elif isinstance(spec, LinearAttention):
@@ -178,8 +210,8 @@ class _Inventory:
         if score_bias:  # an fp32 buffer in the checkpoints and in vLLM
             self.add("mlp.router.e_score_correction_bias", experts, dtype="fp32")
         self.mlp("mlp.experts", inter, bias=expert_bias, count=experts, expert=True)
-        if shared:
-            self.mlp("mlp.shared_expert", shared)
+        if shared:  # DeepSeek-style checkpoints name them shared_experts, Qwen shared_expert
+            self.mlp("mlp.shared_experts" if self.mt in DEEPSEEK_MOE else "mlp.shared_expert", shared)
         if shared_gate:
             self.linear("mlp.shared_expert_gate", 1, self.hidden, "replicated", quantized=False)
 
@@ -209,7 +241,15 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
             shared = f.opt_int("shared_expert_intermediate_size", minimum=0) or 0
             inv.moe(f.integer("num_experts"), f.integer("num_experts_per_tok"),
                     f.integer("moe_intermediate_size"), shared=shared, shared_gate=bool(shared))
-    elif mt in ("deepseek_v2", "deepseek_v3", "kimi_k2"):
+    elif mt == "nemotron-nas":
+        ffn = (f.array("block_configs") or [{}])[i].get("ffn") or {}
+        if not ffn.get("no_op"):
+            width = ffn.get("intermediate_size") or _nas_intermediate(ffn, inv.hidden, f, i)
+            inv.mlp("mlp", width)
+    elif mt == "minimax_m2":
+        inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
+                f.integer("intermediate_size"), score_bias=f.flag("use_routing_bias"))
+    elif mt in DEEPSEEK_MOE:
         first_dense = f.integer("first_k_dense_replace", default=0, minimum=0, why="DeepSeek default")
         freq = f.integer("moe_layer_freq", default=1, why="DeepSeek default")
         if f.opt_int("n_routed_experts") and i >= first_dense and i % freq == 0:
@@ -257,9 +297,25 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
         inv.mlp("mlp", inter, bias=f.flag("mlp_bias", False))
 
 
+def _nas_intermediate(ffn: dict, hidden: int, f: Fields, i: int) -> int:
+    """DeciLM's ``_ffn_mult_to_intermediate_size``: int(2 x ffn_mult x hidden / 3) rounded up
+    to a multiple of 256."""
+    mult = ffn.get("ffn_mult")
+    if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0:
+        raise f.error(f"block_configs[{i}].ffn.ffn_mult", f"expected a positive number, got {mult!r}")
+    return cdiv(int(2 * mult * hidden / 3), 256) * 256
+
+
 def _norms(inv: _Inventory, block: tuple) -> None:
     mt, h = inv.mt, inv.hidden
     bias = mt in LAYERNORM_BIAS
+    if mt == "nemotron-nas":  # one norm before each part a block has
+        ffn = (inv.f.array("block_configs") or [{}])[inv.layer].get("ffn") or {}
+        if block:
+            inv.norm("input_layernorm", h)
+        if not ffn.get("no_op"):
+            inv.norm("post_attention_layernorm", h)
+        return
     if mt in ("mamba", "falcon_mamba", "mamba2", "mamba_ssm", "nemotron_h"):
         inv.norm("norm", h)
     elif mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
@@ -341,17 +397,22 @@ def weight_inventory(model: Model) -> Weights:
     mtp = f.opt_int("num_nextn_predict_layers", minimum=0) or 0
     if mtp and model.layers:
         inv.place = "extra"
-        spec = model.layers[-1][0]
+        mixers = list(model.layers[-1])
+        index = next((s for b in model.layers for s in b if isinstance(s, LightningIndexer)), None)
+        if index is not None and index not in mixers:
+            mixers.append(index)  # an MTP layer always computes its own top-k (vLLM)
         for j in range(mtp):
             inv.layer = len(model.layers) + j
-            inv.mixer(spec)
+            for spec in mixers:
+                inv.mixer(spec)
             _norms(inv, model.layers[-1])
             _ffn(inv, len(model.layers) - 1, model.layers[-1], pattern)
             for name in ("enorm", "hnorm", "shared_head.norm"):
                 inv.norm(f"mtp.{name}", hidden)
             inv.linear("mtp.eh_proj", hidden, 2 * hidden, "replicated", quantized=False)
-            inv.add("mtp.embed_tokens", vocab, hidden, shard="vocab")
-            inv.add("mtp.shared_head.head", vocab, hidden, shard="vocab")
+            if mt not in MTP_SHARES_EMBEDDINGS:
+                inv.add("mtp.embed_tokens", vocab, hidden, shard="vocab")
+                inv.add("mtp.shared_head.head", vocab, hidden, shard="vocab")
         extra_name = f"MTP module (num_nextn_predict_layers={mtp}), loaded only as a speculative draft"
     vision = model.config.get("vision_config")
     if f.prefix and isinstance(vision, dict) and vision.get("model_type") == "siglip_vision_model" \

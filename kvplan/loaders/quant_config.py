@@ -11,10 +11,12 @@ norms and the LM head are never quantised by these methods here.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..core.errors import ConfigError, InputError
 from ..core.model import Model
+from ..core.module_match import SkipList
 from ..core.weights import WeightFormat
 
 #: ``--weight-dtype`` names -> (scheme, extra settings). Dense names take the dtype itself.
@@ -30,16 +32,25 @@ CLI_FORMATS: dict[str, dict[str, Any]] = {
     "nf4": {"scheme": "bnb_nf4", "double_quant": False},
     "int8": {"scheme": "bnb_int8"},
 }
-SKIP_KEYS = ("modules_to_not_convert", "ignored_layers", "ignore")
-
-
-def _skips(q: dict) -> tuple[str, ...]:
-    out: list[str] = []
-    for key in SKIP_KEYS:
-        for item in q.get(key) or []:
-            if isinstance(item, str):
-                out.append(item.removeprefix("re:").split(".")[-1] if item != "lm_head" else "")
-    return tuple(s for s in out if s and s not in ("lm_head", "embed_tokens"))
+def _skips(q: dict, keys: tuple[str, ...], rule: str, source: str) -> SkipList:
+    """The first of ``keys`` the config sets (a list of module names), matched by ``rule``
+    (``kvplan.core.module_match``)."""
+    for key in keys:
+        value = q.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError("expected a list of module names", source=source,
+                              field=f"quantization_config.{key}")
+        for i, v in enumerate(value):
+            if v.startswith("re:"):
+                try:
+                    re.compile(v[3:])
+                except re.error as e:
+                    raise ConfigError(f"bad regular expression {v!r}: {e}", source=source,
+                                      field=f"quantization_config.{key}[{i}]") from None
+        return SkipList(tuple(value), rule)
+    return SkipList((), rule)
 
 
 def _int(q: dict, keys: tuple[str, ...], default: int, source: str, prefix: str = "") -> int:
@@ -102,13 +113,20 @@ def from_cli(name: str, model: Model) -> WeightFormat:
 
 def _compressed_tensors(q: dict, base: str, source: str) -> WeightFormat:
     groups = q.get("config_groups") or {}
-    weights = next((g.get("weights") for g in groups.values() if isinstance(g, dict)
-                    and isinstance(g.get("weights"), dict)), None)
+    if not isinstance(groups, dict):
+        raise ConfigError("expected an object", source=source, field="quantization_config.config_groups")
+    all_weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)
+                   and isinstance(g.get("weights"), dict)]
+    if len({repr(sorted(w.items())) for w in all_weights}) > 1:
+        raise ConfigError("config_groups with different weight schemes (mixed precision) are not "
+                          "modelled; pass --weight-dtype or --weight-memory", source=source,
+                          field="quantization_config.config_groups")
+    weights = all_weights[0] if all_weights else None
     if weights is None:
         raise ConfigError("compressed-tensors config has no config_groups.*.weights",
                           source=source, field="quantization_config.config_groups")
     bits, kind, strategy = weights.get("num_bits"), weights.get("type"), weights.get("strategy")
-    skip = _skips(q)
+    skip = _skips(q, ("ignore",), "compressed_tensors", source)
     if kind == "float" and bits == 8:
         if strategy == "block":
             block = _block(weights.get("block_structure"), source, "config_groups.*.weights.block_structure")
@@ -116,6 +134,12 @@ def _compressed_tensors(q: dict, base: str, source: str) -> WeightFormat:
                                 block=block, skip=skip)
         scheme = "fp8_channel" if strategy == "channel" else "fp8"
         return WeightFormat(name=scheme, base_dtype=base, scheme=scheme, skip=skip)
+    if kind == "float" and bits == 4:
+        group = _int(weights, ("group_size",), 16, source, "config_groups.*.weights.")
+        if group == 16:  # nvfp4-pack-quantized: fp8 scale per 16, fp32 global scales
+            return WeightFormat(name="nvfp4", base_dtype=base, scheme="nvfp4", skip=skip)
+        if group == 32:  # mxfp4-pack-quantized: e8m0 scale per 32
+            return WeightFormat(name="mxfp4", base_dtype=base, scheme="mxfp4", skip=skip)
     if kind == "int" and bits == 4:
         group = _int(weights, ("group_size",), -1, source, "config_groups.*.weights.")
         return WeightFormat(name=f"int4 group {group}", base_dtype=base,
@@ -124,6 +148,29 @@ def _compressed_tensors(q: dict, base: str, source: str) -> WeightFormat:
     raise ConfigError(f"compressed-tensors weights type={kind!r} num_bits={bits!r} are not "
                       "modelled; pass --weight-dtype", source=source,
                       field="quantization_config.config_groups")
+
+
+#: ModelOpt quant_algo -> (kvplan scheme, the format's name); vLLM modelopt.py QUANT_ALGOS.
+MODELOPT_ALGOS = {"NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4_w4a16", "FP8": "fp8_modelopt",
+                  "FP8_PER_CHANNEL_PER_TOKEN": "fp8_channel", "FP8_PB_WO": "fp8_block",
+                  "MXFP8": "mxfp8"}
+
+
+def _modelopt(q: dict, base: str, source: str) -> WeightFormat:
+    """ModelOpt checkpoints: ``quant_algo`` with ``ignore`` (config.json) or, in the older form
+    merged from hf_quant_config.json, ``exclude_modules``; matched by vLLM's ModelOpt rule."""
+    algo = str(q.get("quant_algo", "")).upper()
+    scheme = MODELOPT_ALGOS.get(algo)
+    if scheme is None:
+        raise ConfigError(f"ModelOpt quant_algo {q.get('quant_algo')!r} is not modelled (known: "
+                          f"{', '.join(MODELOPT_ALGOS)}); pass --weight-dtype or --weight-memory",
+                          source=source, field="quantization_config.quant_algo")
+    skip = _skips(q, ("ignore", "exclude_modules"), "modelopt", source)
+    if q.get("nvfp4_embed"):
+        raise ConfigError("NVFP4 embeddings (nvfp4_embed) are not modelled", source=source,
+                          field="quantization_config.nvfp4_embed")
+    return WeightFormat(name=f"modelopt {algo.lower()}", base_dtype=base, scheme=scheme,
+                        block=(128, 128), skip=skip)
 
 
 def from_config(model: Model) -> WeightFormat | None:
@@ -138,15 +185,18 @@ def from_config(model: Model) -> WeightFormat | None:
         raise ConfigError("expected an object", source=model.source, field="quantization_config")
     method = str(q.get("quant_method", "")).lower()
     base = _base_dtype(model)
-    skip = _skips(q)
+    src = model.source
+    # the module lists and how vLLM matches them (kvplan.core.module_match)
+    exact = _skips(q, ("ignored_layers", "modules_to_not_convert"), "exact", src)
+    substring = _skips(q, ("modules_to_not_convert",), "substring", src)
     if method == "fp8":
         if q.get("weight_block_size") is not None:
             block = _block(q.get("weight_block_size"), model.source, "weight_block_size")
             return WeightFormat(name=f"fp8 block {block[0]}x{block[1]}", base_dtype=base,
-                                scheme="fp8_block", block=block, skip=skip)
-        return WeightFormat(name="fp8", base_dtype=base, scheme="fp8", skip=skip)
+                                scheme="fp8_block", block=block, skip=exact)
+        return WeightFormat(name="fp8", base_dtype=base, scheme="fp8", skip=exact)
     if method == "fbgemm_fp8":
-        return WeightFormat(name="fp8_channel", base_dtype=base, scheme="fp8_channel", skip=skip)
+        return WeightFormat(name="fp8_channel", base_dtype=base, scheme="fp8_channel", skip=exact)
     if method in ("awq", "gptq"):
         bits = q.get("bits", q.get("w_bit", 4))
         if bits != 4:
@@ -154,18 +204,21 @@ def from_config(model: Model) -> WeightFormat | None:
                               source=model.source, field="quantization_config.bits")
         group = _int(q, ("group_size", "q_group_size"), 128, model.source)
         return WeightFormat(name=f"{method} int4 group {group}", base_dtype="fp16" if method ==
-                            "awq" else base, scheme=method, group_size=group, skip=skip)
+                            "awq" else base, scheme=method, group_size=group, skip=substring)
     if method == "mxfp4":
+        # vLLM's Mxfp4Config ignores modules_to_not_convert: every non-expert linear is bf16
         return WeightFormat(name="mxfp4 (experts)", base_dtype=base, scheme="mxfp4",
-                            experts_only=True, skip=skip)
+                            experts_only=True)
     if method == "bitsandbytes":
         if q.get("load_in_4bit"):
             return WeightFormat(name=f"bnb {q.get('bnb_4bit_quant_type', 'fp4')}", base_dtype=base,
                                 scheme="bnb_nf4", double_quant=bool(q.get("bnb_4bit_use_double_quant")),
-                                skip=skip)
-        return WeightFormat(name="bnb int8", base_dtype=base, scheme="bnb_int8", skip=skip)
+                                skip=substring)
+        return WeightFormat(name="bnb int8", base_dtype=base, scheme="bnb_int8", skip=substring)
     if method == "compressed-tensors":
         return _compressed_tensors(q, base, model.source)
+    if method == "modelopt":
+        return _modelopt(q, base, model.source)
     raise ConfigError(f"quant_method {method!r} is not modelled; pass --weight-dtype",
                       source=model.source, field="quantization_config.quant_method")
 

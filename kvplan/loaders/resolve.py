@@ -29,6 +29,21 @@ def read_config_file(path: Path) -> dict:
                           source=str(path)) from None
 
 
+def with_modelopt_file(config: object, path: Path) -> object:
+    """Older ModelOpt checkpoints keep their quantisation in ``hf_quant_config.json`` beside a
+    config.json that has none; vLLM reads it, so it is merged as the config's
+    ``quantization_config`` (``quant_method: modelopt``)."""
+    side = path.parent / "hf_quant_config.json"
+    if not isinstance(config, dict) or config.get("quantization_config") or not side.is_file():
+        return config
+    q = read_config_file(side)
+    inner = q.get("quantization") if isinstance(q, dict) else None
+    if not isinstance(inner, dict):
+        raise ConfigError("expected an object with a quantization block", source=str(side),
+                          field="quantization")
+    return {**config, "quantization_config": {"quant_method": "modelopt", **inner}}
+
+
 def load_model(model: str, *, revision: str | None = None, token: str | None = None,
                refresh: bool = False, assume_standard_attention: bool = False) -> Model:
     """Resolve ``model`` in order: built-in name, local path, Hub id.
@@ -47,7 +62,8 @@ def load_model(model: str, *, revision: str | None = None, token: str | None = N
         if not path.is_file():
             raise ConfigError("folder has no config.json", source=str(path.parent))
     if path.is_file():
-        return parse_config(read_config_file(path), name=path.parent.name if path.name ==
+        config = with_modelopt_file(read_config_file(path), path)
+        return parse_config(config, name=path.parent.name if path.name ==
                             "config.json" else path.stem, source=str(path),
                             assume_standard_attention=std)
     if HUB_ID.match(model):

@@ -1,0 +1,149 @@
+"""Weights of 2025-2026 checkpoints: parameter totals against published figures, the formats
+people ship (fp8 block, ModelOpt NVFP4, compressed-tensors int4 / NVFP4) with their scales, and
+module-name matching as vLLM applies it. Bytes derived by hand from shapes and the format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kvplan
+from kvplan.core.module_match import SkipList, module_names
+
+FIX = Path(__file__).parent / "fixtures"
+CONFIGS = FIX / "configs"
+
+
+def load(name: str, **changes):
+    cfg = json.loads((CONFIGS / name).read_text())
+    cfg.update(changes)
+    return kvplan.parse_config(cfg, name=name, source=name)
+
+
+# --- parameter totals ------------------------------------------------------------------------
+
+PUBLISHED = [
+    # (fixture, main + MTP parameters, where the published figure comes from)
+    # DeepSeek-V3.2: V3's tensors + an indexer on every layer (wq_b 8192 x 1536, wk 128 x 7168,
+    # k_norm 2 x 128, weights_proj 64 x 7168 = 13,959,424 each, 62 with the MTP layer); the Hub
+    # total counts it 685,355,329,792 (a Hub-total audit table quoted in docs/architectures.md)
+    ("deepseek-ai__DeepSeek-V3.2.json", 685_355_329_792, {}),
+    # GLM-5: published safetensors total 753,864,139,008 (MTP block without its own embeddings)
+    ("zai-org__GLM-5.json", 753_864_139_008, {}),
+    # GLM-5.2: indexers on 21 of 78 layers (+ the MTP layer's): 57 x 9,371,904 fewer
+    ("zai-org__GLM-5.2.json", 753_864_139_008 - 57 * 9_371_904, {}),
+    # GLM-4.7-Flash: Hub API 31,221,488,576; the vendored config omits num_nextn_predict_layers 1
+    ("zai-org__GLM-4.7-Flash.json", 31_221_488_576, {"num_nextn_predict_layers": 1}),
+    # MiniMax-M2.7: Hub total 228,689,764,864 (per-layer q/k norms over all heads, 256 experts)
+    ("MiniMaxAI__MiniMax-M2.7.json", 228_689_764_864, {}),
+]
+
+
+@pytest.mark.parametrize("name,total,changes", PUBLISHED, ids=[p[0] for p in PUBLISHED])
+def test_parameter_totals_match_published(name, total, changes):
+    w = kvplan.weight_inventory(load(name, **changes))
+    assert w.params_total + w.params_extra == total
+
+
+def test_nemotron_nas_block_sizes():
+    """Llama-3.3-Nemotron-Super-49B: per block, attention q/k/v/o with 64 / n_heads_in_group KV
+    heads unless no_op, an MLP of round_up_256(int(2 x ffn_mult x 8192 / 3)) unless no_op, one
+    norm before each part; the model card says 49B."""
+    m = load("nvidia__Llama-3_3-Nemotron-Super-49B-v1.json")
+    cfg, h = m.config, 8192
+    total = 2 * 128_256 * h + h  # untied embed_tokens and lm_head, final norm
+    for block in cfg["block_configs"]:
+        a, f = block["attention"], block["ffn"]
+        if not a["no_op"]:
+            kv = 64 // a["n_heads_in_group"]
+            total += h + h * h * 2 + 2 * kv * 128 * h  # input norm, q and o, k and v
+        if not f["no_op"]:
+            inter = -(-int(2 * f["ffn_mult"] * h / 3) // 256) * 256
+            total += h + 3 * h * inter
+    assert kvplan.weight_inventory(m).params_total == total == 49_867_145_216
+
+
+# --- formats and module matching ------------------------------------------------------------
+
+
+def experts_of_layer(w, layer: int):
+    return [t for t in w.tensors if t.expert and t.layer == layer]
+
+
+def test_fp8_block_keeps_experts_quantised_despite_the_router_entry():
+    """Qwen3-235B-A22B-FP8 lists model.layers.N.mlp.gate (the router) in modules_to_not_convert.
+    vLLM matches whole module names, so the experts' gate_proj stay fp8: per MoE layer 128
+    experts x 3 projections x (1536 x 4096 fp8 + ceil(1536/128) x ceil(4096/128) fp32 scales)."""
+    m = load("Qwen__Qwen3-235B-A22B-FP8.json")
+    fmt, w = kvplan.weight_format(m, None), kvplan.weight_inventory(m)
+    assert "model.layers.0.mlp.gate" in fmt.skip.entries and fmt.skip.rule == "exact"
+    per_projection = 1536 * 4096 + 12 * 32 * 4
+    assert sum(fmt.tensor_bytes(t) for t in experts_of_layer(w, 0)) == 128 * 3 * per_projection
+    assert 128 * 3 * per_projection == 2_416_508_928
+    assert all(fmt.quantizes(t) for t in experts_of_layer(w, 0))
+
+
+def test_modelopt_nvfp4_from_hf_quant_config():
+    """nvidia/Qwen3-235B-A22B-NVFP4 keeps its quantisation in hf_quant_config.json (NVFP4, FP8 KV).
+    Per expert projection of n weights: n/2 packed + n/16 fp8 scales + 8 B of fp32 scalars."""
+    m = kvplan.load_model(str(FIX / "checkpoints" / "nvidia__Qwen3-235B-A22B-NVFP4"))
+    fmt, w = kvplan.weight_format(m, None), kvplan.weight_inventory(m)
+    assert fmt.name == "modelopt nvfp4"
+    n = 1536 * 4096
+    assert sum(fmt.tensor_bytes(t) for t in experts_of_layer(w, 0)) == 128 * 3 * (n // 2 + n // 16 + 8)
+    assert 128 * 3 * (n // 2 + n // 16 + 8) == 1_358_957_568
+    # tp 8 splits the expert intermediate: 192 rows (or columns) per rank; scalars replicated
+    n8 = 192 * 4096
+    per_rank = 128 * 3 * (n8 // 2 + n8 // 16 + 8)
+    assert sum(fmt.tensor_bytes(t, tp=8) for t in experts_of_layer(w, 0)) == per_rank
+    # the checkpoint's FP8 KV: vLLM stores 1 B per element under --kv-dtype auto
+    fp = kvplan.kv_footprint(m, [1])
+    assert fp.kv_dtype == "fp8_e4m3" and fp.bytes_per_token == 94 * 2 * 4 * 128
+
+
+def test_compressed_tensors_int4_with_regex_ignores():
+    """Kimi-K2.5 (pack-quantized int4, group 32, bf16 scales): attention, shared experts and the
+    dense MLP are ignored by re: entries (re.match, anchored at the start), routed experts stay
+    int4: gate_proj [2048, 7168] = 7,340,032 packed + 2048 x 224 x 2 B scales + 16 B shape."""
+    m = load("moonshotai__Kimi-K2.5.json")
+    fmt, w = kvplan.weight_format(m, None), kvplan.weight_inventory(m)
+    assert fmt.skip.rule == "compressed_tensors"
+    gate = next(t for t in experts_of_layer(w, 1) if t.name == "mlp.experts.gate_proj.weight")
+    assert fmt.tensor_bytes(gate) == 384 * (7_340_032 + 917_504 + 16)  # 384 experts
+    by_name = {t.name: fmt.quantizes(t) for t in w.tensors if t.layer == 1}
+    assert by_name["mlp.shared_experts.gate_proj.weight"] is False
+    assert by_name["self_attn.q_b_proj.weight"] is False
+    dense = {t.name: fmt.quantizes(t) for t in w.tensors if t.layer == 0}
+    assert dense["mlp.gate_proj.weight"] is False
+
+
+def test_vllm_matching_rules_never_component_wise():
+    names, fused = module_names("mlp.experts.gate_proj.weight", 0, "layer", True)
+    assert names[0] == "model.layers.0.mlp.experts.0.gate_proj" and fused == "model.layers.0.mlp.experts"
+    exact = SkipList(("model.layers.0.mlp.gate", "gate"), "exact")
+    assert not exact.skips(names, fused)  # neither entry names the experts
+    assert exact.skips(("model.layers.0.mlp.gate",))
+    substring = SkipList(("gate",), "substring")  # AWQ / GPTQ: an entry anywhere in the name
+    assert substring.skips(names)
+    ct = SkipList(("re:.*mlp.gate$", "re:mlp.gate$"), "compressed_tensors")
+    assert ct.skips(("model.layers.3.mlp.gate",))
+    assert not ct.skips(("model.layers.3.mlp.gate_proj",))  # the $ anchors the end
+    assert not SkipList(("re:mlp.gate$",), "compressed_tensors").skips(("model.layers.3.mlp.gate",))
+    modelopt = SkipList(("model.layers.1*",), "modelopt")  # X* also means X and X.* ...
+    assert modelopt.skips(("model.layers.1.self_attn.q_proj",))
+    assert modelopt.skips(("model.layers.12.self_attn.q_proj",))  # ... and, as vLLM, layer 12
+    assert not SkipList(("model.layers.2.self_attn*",), "modelopt").skips(
+        ("model.layers.21.self_attn.q_proj",))
+
+
+def test_nvfp4_dense_projection_bytes():
+    """Llama-70B-shaped q, k, v at TP 1 (8192 x 8192, 1024 x 8192 twice): 10240 x 8192 x 9/16 B
+    + 3 x 8 B of scalars = 47,185,944 B, as vLLM allocates the merged qkv_proj."""
+    from kvplan.core.weights import Tensor, WeightFormat
+
+    fmt = WeightFormat(name="nvfp4", scheme="nvfp4")
+    ts = [Tensor(name=f"self_attn.{p}_proj.weight", rows=r, cols=8192, layer=0, linear=True,
+                 shard="column") for p, r in (("q", 8192), ("k", 1024), ("v", 1024))]
+    assert sum(fmt.tensor_bytes(t) for t in ts) == 47_185_944
