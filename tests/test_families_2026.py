@@ -562,3 +562,19 @@ def test_olmo_head_width_and_hunyuan_cla_rules():
                         "cla_share_factor": 2})
     plain = load("x.json", {**base, "model_type": "hunyuan_v1_dense", "use_cla": False})
     assert kv_footprint(plain, [1]).bytes_per_token == 2 * 2 * 8 * 128 * BF16
+
+
+@covers("Qwen__Qwen3-235B-A22B-FP8.json")
+def test_qwen3_235b_fp8_checkpoint_keeps_bf16_kv():
+    m = load("Qwen__Qwen3-235B-A22B-FP8.json")
+    # quant_method fp8 declares no KV scheme: auto stays bf16; 94 layers x 4 KV heads x 128
+    fp = kv_footprint(m, [1])
+    assert fp.kv_dtype == "bf16" and fp.bytes_per_token == 94 * 2 * 4 * 128 * BF16 == 192_512
+
+
+@covers("moonshotai__Kimi-K2.5.json")
+def test_kimi_k25_wrapper_is_mla():
+    m = load("moonshotai__Kimi-K2.5.json")
+    # kimi_k25 wraps a kimi_k2 text_config: 61 MLA layers of 512 + 64
+    assert m.model_type == "kimi_k2" and kinds(m) == [("mla",)] * 61
+    assert kv_footprint(m, [1]).bytes_per_token == 61 * LATENT * BF16 == 70_272
