@@ -578,3 +578,49 @@ def test_kimi_k25_wrapper_is_mla():
     # kimi_k25 wraps a kimi_k2 text_config: 61 MLA layers of 512 + 64
     assert m.model_type == "kimi_k2" and kinds(m) == [("mla",)] * 61
     assert kv_footprint(m, [1]).bytes_per_token == 61 * LATENT * BF16 == 70_272
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input: one line naming the file and key, exit 2
+# --------------------------------------------------------------------------------------------
+
+BAD = [
+    # (fixture, change to the text config, the key the line names, what it says)
+    ("google__gemma-4-26B-A4B.json", {"layer_types": ["sliding_attention"] * 29},
+     "text_config.layer_types", "has 29 entries for 30 layers"),
+    ("XiaomiMiMo__MiMo-V2-Flash.json", {"hybrid_layer_pattern": [0, 1]},
+     "hybrid_layer_pattern", "has 2 entries for 48 layers"),
+    ("zai-org__GLM-5.2.json", {"index_topk_pattern": "S" * 78},
+     "index_topk_pattern", "selects no layer for an indexer"),
+    ("google__gemma-3n-E4B.json", {"num_kv_shared_layers": 40},
+     "text_config.num_kv_shared_layers", "40 shared layers leave none of the 35 layers"),
+    ("Qwen__Qwen3.5-27B.json", {"mamba_ssm_dtype": "float7"},
+     "text_config.mamba_ssm_dtype", "unknown dtype 'float7'"),
+    ("deepseek-ai__DeepSeek-V4-Flash.json", {"compress_ratios": [0, 4]},
+     "compress_ratios", "expected 43 entries"),
+    ("nvidia__Llama-3_3-Nemotron-Super-49B-v1.json", {"block_configs": []},
+     "block_configs", "has 0 entries for 80 layers"),
+    ("MiniMaxAI__MiniMax-M1.json", {"attn_type_list": [0, 2] * 40},
+     "attn_type_list[1]", "expected 0 (lightning) or 1 (softmax), got 2"),
+]
+
+
+@pytest.mark.parametrize("name,change,key,says", BAD, ids=[b[0] + ":" + b[2] for b in BAD])
+def test_bad_per_layer_input_is_one_line_exit_2(tmp_path, capsys, name, change, key, says):
+    import json
+
+    from family_helpers import raw
+
+    from kvplan.cli.main import run
+
+    cfg = raw(name)
+    if "text_config" in cfg and not cfg.get("num_hidden_layers"):
+        cfg = {**cfg, "text_config": {**cfg["text_config"], **change}}
+    else:
+        cfg = {**cfg, **change}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert run(["size", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"kvplan: error: {path}: {key}: ") and says in err

@@ -215,6 +215,9 @@ def indexer_layers(f: Fields, num_layers: int) -> list[bool]:
         full = [c == "F" for c in pattern]
     else:
         full = [max(i - offset + 1, 0) % freq == 0 for i in range(num_layers)]
+    if not any(full):
+        raise f.error("index_topk_pattern" if pattern is not None else "index_topk_freq",
+                      "selects no layer for an indexer")
     types = f.str_list("indexer_types", num_layers)
     if types is not None:
         bad = [i for i, t in enumerate(types) if t not in ("full", "shared")]
@@ -226,8 +229,6 @@ def indexer_layers(f: Fields, num_layers: int) -> list[bool]:
             raise f.error("indexer_types", f"layer {i} is {types[i]!r} but index_topk_freq / "
                           "index_skip_topk_offset say otherwise (vLLM follows those, transformers "
                           "and llama.cpp indexer_types)")
-    if not any(full):
-        raise f.error("index_topk_freq", "selects no layer for an indexer")
     return full
 
 

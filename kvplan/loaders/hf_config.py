@@ -278,6 +278,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
     try:
         layers, assumed = _layers(f, model_type, assume_standard_attention)
     except ConfigError as e:  # name the keys no rule read too: a renamed key explains a default
+        f.read.update(MODEL_KEYS + MTP_KEYS)  # parse_config's own, read after the adapter
         left = [k for k in uninterpreted(f) if not (e.field or "").endswith(k)]
         if not left or assume_standard_attention or e.field == prefix + "model_type":
             raise
