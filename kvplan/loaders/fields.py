@@ -109,6 +109,19 @@ class Fields:
                                  f"got {v!r}")
         return values
 
+    def layer_values(self, key: str, length: int, allowed: tuple, meaning: str) -> list:
+        """A required list of one value per layer, each one of ``allowed`` (``meaning`` says
+        what they stand for, for the error lines)."""
+        values = self.array(key)
+        if values is None:
+            raise self.error(key, f"missing: {meaning} per layer")
+        if len(values) != length:
+            raise self.error(key, f"has {len(values)} entries for {length} layers")
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or v not in allowed:
+                raise self.error(f"{key}[{i}]", f"expected {meaning}, got {v!r}")
+        return values
+
     def str_list(self, key: str, length: int) -> list[str] | None:
         """A list of ``length`` strings (one per layer)."""
         values = self.array(key)

@@ -105,14 +105,7 @@ def parse_gemma3n(f: Fields, model_type: str) -> list[tuple]:
 
 def parse_mimo_v2(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
-    pattern = f.array("hybrid_layer_pattern")
-    if pattern is None:
-        raise f.error("hybrid_layer_pattern", "missing: 1 (sliding window) or 0 (full) per layer")
-    if len(pattern) != num_layers:
-        raise f.error("hybrid_layer_pattern", f"has {len(pattern)} entries for {num_layers} layers")
-    for i, v in enumerate(pattern):
-        if isinstance(v, bool) or v not in (0, 1):
-            raise f.error(f"hybrid_layer_pattern[{i}]", f"expected 0 (full) or 1 (sliding), got {v!r}")
+    pattern = f.layer_values("hybrid_layer_pattern", num_layers, (0, 1), "0 (full) or 1 (sliding)")
     window = f.integer("sliding_window_size")
     other = f.opt_int("sliding_window")
     if other is not None and other != window:

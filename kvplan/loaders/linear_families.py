@@ -97,15 +97,7 @@ def parse_lfm2(f: Fields, model_type: str) -> list[tuple]:
 
 
 def _attn_types(f: Fields, num_layers: int) -> list[int]:
-    values = f.array("attn_type_list")
-    if values is None:
-        raise f.error("attn_type_list", "missing: 0 (lightning) or 1 (softmax) per layer")
-    if len(values) != num_layers:
-        raise f.error("attn_type_list", f"has {len(values)} entries for {num_layers} layers")
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or v not in (0, 1):
-            raise f.error(f"attn_type_list[{i}]", f"expected 0 (lightning) or 1 (softmax), got {v!r}")
-    return values
+    return f.layer_values("attn_type_list", num_layers, (0, 1), "0 (lightning) or 1 (softmax)")
 
 
 def parse_minimax_lightning(f: Fields, model_type: str) -> list[tuple]:
