@@ -38,6 +38,13 @@ PUBLISHED = [
     ("zai-org__GLM-4.7-Flash.json", 31_221_488_576, {"num_nextn_predict_layers": 1}),
     # MiniMax-M2.7: Hub total 228,689,764,864 (per-layer q/k norms over all heads, 256 experts)
     ("MiniMaxAI__MiniMax-M2.7.json", 228_689_764_864, {}),
+    # Kimi-Linear-48B: Hub total 49,122,681,728 (20 KDA layers of 39,514,272, 7 MLA layers of
+    # 29,114,880, a dense layer 0, 26 MoE blocks of 256 experts + 1 shared)
+    ("moonshotai__Kimi-Linear-48B-A3B-Instruct.json", 49_122_681_728, {}),
+    # Qwen3.5-27B / 397B-A17B: Hub totals count the text stack, the MTP block and the vision
+    # tower (27 blocks + merger): 27,781,427,952 and 403,397,928,944
+    ("Qwen__Qwen3.5-27B.json", 27_781_427_952, {}),
+    ("Qwen__Qwen3.5-397B-A17B.json", 403_397_928_944, {}),
 ]
 
 

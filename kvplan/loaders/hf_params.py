@@ -12,6 +12,7 @@ from ..core.errors import ConfigError
 from ..core.layers import (
     ChunkedLocal,
     FullAttention,
+    KimiDeltaAttention,
     LightningIndexer,
     LinearAttention,
     Mamba,
@@ -33,7 +34,8 @@ TIE_DEFAULTS = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": Tr
 VOCAB_DEFAULTS = {"jamba": 65536}
 LAYERNORM_BIAS = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "phi"}
 QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"}
-QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next"}
+QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next", "qwen3_5_text",
+           "qwen3_5_moe_text"}
 FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 PARALLEL_BLOCK = {"cohere", "cohere2", "gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel"}
 UNGATED_MLP = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "nemotron_h"}
@@ -43,7 +45,9 @@ SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen
              "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "deepseek_v2", "deepseek_v3",
              "kimi_k2", "mamba", "falcon_mamba", "mamba2", "mamba_ssm", "jamba", "falcon_h1",
              "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "deepseek_v32", "glm_moe_dsa",
-             "glm4_moe_lite", "minimax_m2", "nemotron-nas"}
+             "glm4_moe_lite", "minimax_m2", "nemotron-nas", "kimi_linear", "qwen3_5_text",
+             "qwen3_5_moe_text"}
+QWEN35 = {"qwen3_5_text", "qwen3_5_moe_text"}
 #: MTP blocks whose checkpoint keeps no embed_tokens / shared_head.head copies of their own
 #: (GLM-5.x: the published totals count the MTP block's decoder layer and eh_proj only).
 MTP_SHARES_EMBEDDINGS = {"glm_moe_dsa"}
@@ -88,7 +92,8 @@ class _Inventory:
             qkv_bias = o_bias = f.flag("bias", False)
         else:  # llama-style attention_bias; GptOssConfig defaults it to True
             qkv_bias = o_bias = f.flag("attention_bias", self.mt == "gpt_oss")
-        q_rows = spec.num_attention_heads * spec.head_dim_k * (2 if self.mt == "qwen3_next" else 1)
+        gated = self.mt == "qwen3_next" or (self.mt in QWEN35 and f.flag("attn_output_gate"))
+        q_rows = spec.num_attention_heads * spec.head_dim_k * (2 if gated else 1)
         self.linear(f"{prefix}.q_proj", q_rows, h, "column", qkv_bias)
         kv = spec.num_kv_heads
         self.linear(f"{prefix}.k_proj", kv * spec.head_dim_k, h, "kv", qkv_bias, kv_heads=kv)
@@ -177,9 +182,29 @@ class _Inventory:
         self.linear("linear_attn.in_proj_ba", 2 * spec.num_v_heads, h, "column")
         self.add("linear_attn.conv1d.weight", 2 * key + value, spec.conv_kernel, shard="column")
         self.add("linear_attn.dt_bias", spec.num_v_heads, shard="column")
-        self.add("linear_attn.A_log", spec.num_v_heads, shard="column")
-        self.norm("linear_attn.norm", spec.head_v_dim)
+        self.add("linear_attn.A_log", spec.num_v_heads, shard="column", dtype="fp32")
+        self.add("linear_attn.norm.weight", spec.head_v_dim, dtype="fp32" if self.mt in QWEN35 else None)
         self.linear("linear_attn.out_proj", h, value, "row")
+
+    def kda(self, spec: KimiDeltaAttention) -> None:
+        """Kimi delta attention (Kimi-Linear ``KimiDeltaAttention``; vLLM ``kda.py``): q/k/v
+        projections and depthwise convs (vLLM holds the convs in fp32), low-rank forget and
+        output gates (f_a/g_a replicated, f_b/g_b split), a per-head beta, fp32 A_log and
+        dt_bias, a gated norm over one head, the output projection. Kimi-Linear-48B: 39,514,272
+        per layer."""
+        h, d = self.hidden, spec.head_k_dim
+        p = spec.num_k_heads * d
+        for name in ("q", "k", "v"):
+            self.linear(f"self_attn.{name}_proj", p, h, "column")
+            self.add(f"self_attn.{name}_conv1d.weight", p, spec.conv_kernel, shard="column", dtype="fp32")
+        for gate in ("f", "g"):
+            self.linear(f"self_attn.{gate}_a_proj", d, h, "replicated")
+            self.linear(f"self_attn.{gate}_b_proj", p, d, "column")
+        self.linear("self_attn.b_proj", spec.num_k_heads, h, "column")
+        self.add("self_attn.A_log", spec.num_k_heads, shard="column", dtype="fp32")
+        self.add("self_attn.dt_bias", p, shard="column", dtype="fp32")
+        self.norm("self_attn.o_norm", d)
+        self.linear("self_attn.o_proj", h, p, "row")
 
     def mixer(self, spec) -> None:
         if isinstance(spec, (FullAttention, SlidingWindow, ChunkedLocal)):
@@ -190,6 +215,8 @@ class _Inventory:
             self.indexer(spec)
         elif isinstance(spec, Mamba):
             self.mamba(spec)
+        elif isinstance(spec, KimiDeltaAttention):
+            self.kda(spec)
         elif isinstance(spec, LinearAttention):
             self.linear_attention(spec)
 
@@ -204,14 +231,15 @@ class _Inventory:
 
     def moe(self, experts: int, top_k: int, inter: int, *, shared: int = 0,
             shared_gate: bool = False, router_bias: bool = False, expert_bias: bool = False,
-            score_bias: bool = False) -> None:
+            score_bias: bool = False, score_bias_dtype: str | None = "fp32") -> None:
         self.num_experts, self.top_k = experts, top_k
         self.linear("mlp.router", experts, self.hidden, "replicated", router_bias, quantized=False)
-        if score_bias:  # an fp32 buffer in the checkpoints and in vLLM
-            self.add("mlp.router.e_score_correction_bias", experts, dtype="fp32")
+        if score_bias:  # an fp32 buffer in most checkpoints and in vLLM (bf16 in Kimi-Linear's)
+            self.add("mlp.router.e_score_correction_bias", experts, dtype=score_bias_dtype)
         self.mlp("mlp.experts", inter, bias=expert_bias, count=experts, expert=True)
         if shared:  # DeepSeek-style checkpoints name them shared_experts, Qwen shared_expert
-            self.mlp("mlp.shared_experts" if self.mt in DEEPSEEK_MOE else "mlp.shared_expert", shared)
+            deepseek = self.mt in DEEPSEEK_MOE or self.mt == "kimi_linear"
+            self.mlp("mlp.shared_experts" if deepseek else "mlp.shared_expert", shared)
         if shared_gate:
             self.linear("mlp.shared_expert_gate", 1, self.hidden, "replicated", quantized=False)
 
@@ -232,7 +260,17 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
     if mt == "mixtral":
         inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
                 f.integer("intermediate_size"))
-    elif mt in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
+    elif mt == "kimi_linear":
+        first = f.integer("first_k_dense_replace", default=0, minimum=0, why="KimiLinearConfig default")
+        freq = f.integer("moe_layer_freq", default=1, why="KimiLinearConfig default")
+        if f.opt_int("num_experts") and i >= first and i % freq == 0:
+            inter_moe = f.integer("moe_intermediate_size")
+            inv.moe(f.integer("num_experts"), f.integer("num_experts_per_token"), inter_moe,
+                    shared=inter_moe * (f.opt_int("num_shared_experts", minimum=0) or 0),
+                    score_bias=True, score_bias_dtype=None)
+        else:
+            inv.mlp("mlp", f.integer("intermediate_size"))
+    elif mt in ("qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe_text"):
         step = f.integer("decoder_sparse_step", default=1, why="Qwen MoE config default")
         dense_layers = set(f.array("mlp_only_layers") or [])
         if i in dense_layers or (i + 1) % step:
@@ -359,6 +397,29 @@ def _siglip_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
     inv.add("multi_modal_projector.mm_soft_emb_norm", h)
 
 
+def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
+    """Qwen3.5's vision encoder (Qwen3-VL style ``model.visual``): a Conv3d patch embedding
+    with bias, learned position embeddings, ``depth`` blocks (two LayerNorms, qkv and proj with
+    biases, a two-layer MLP with biases) and the patch merger (LayerNorm, fc1 over the merged
+    patches, fc2 to the text width). Qwen3.5-27B: 460,730,096."""
+    d, inter, depth = v.integer("hidden_size"), v.integer("intermediate_size"), v.integer("depth")
+    patch, temporal = v.integer("patch_size"), v.integer("temporal_patch_size")
+    channels = v.integer("in_channels", default=3, why="RGB")
+    merged = d * v.integer("spatial_merge_size") ** 2
+    out = v.integer("out_hidden_size")
+    if v.array("deepstack_visual_indexes"):
+        raise v.error("deepstack_visual_indexes", "deepstack mergers are not counted yet; pass "
+                      "--weight-memory")
+    inv.add("vision.patch_embed.proj.weight", d, channels * temporal * patch * patch)
+    inv.add("vision.patch_embed.proj.bias", d)
+    inv.add("vision.pos_embed.weight", v.integer("num_position_embeddings"), d)
+    per_block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (inter * d + inter) + (d * inter + d)
+    inv.add("vision.blocks", per_block, count=depth)
+    inv.add("vision.merger.norm", 2 * d)
+    inv.add("vision.merger.linear_fc1", merged, merged + 1)
+    inv.add("vision.merger.linear_fc2", out, merged + 1)
+
+
 def weight_inventory(model: Model) -> Weights:
     """Every parameter tensor of ``model`` (raises ConfigError for families not modelled)."""
     f, mt = text_fields(model.config, model.source)
@@ -414,12 +475,29 @@ def weight_inventory(model: Model) -> Weights:
                 inv.add("mtp.embed_tokens", vocab, hidden, shard="vocab")
                 inv.add("mtp.shared_head.head", vocab, hidden, shard="vocab")
         extra_name = f"MTP module (num_nextn_predict_layers={mtp}), loaded only as a speculative draft"
+    qmtp = (f.opt_int("mtp_num_hidden_layers", minimum=0) or 0) if mt in QWEN35 else 0
+    if qmtp:  # Qwen3.5: fc + three norms + full-attention decoder layer(s), shared embeddings
+        inv.place = "extra"
+        full_at = next(i for i, b in enumerate(model.layers) if b and b[0].kind == "full_attention")
+        inv.linear("mtp.fc", hidden, 2 * hidden, "replicated", quantized=False)
+        for name in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+            inv.norm(f"mtp.{name}", hidden)
+        for j in range(qmtp):
+            inv.layer = len(model.layers) + j
+            inv.mixer(model.layers[full_at][0])
+            _norms(inv, model.layers[full_at])
+            _ffn(inv, full_at, model.layers[full_at], pattern)
+        extra_name = f"MTP module (mtp_num_hidden_layers={qmtp}), loaded only as a speculative draft"
     vision = model.config.get("vision_config")
     if f.prefix and isinstance(vision, dict) and vision.get("model_type") == "siglip_vision_model" \
             and mt in ("gemma3", "gemma3_text"):
         inv.place = "embed"  # vLLM runs the encoder on the first pipeline stage
         _siglip_tower(inv, Fields(vision, model.source, "vision_config."), hidden)
         notes.append("vision tower (SigLIP) and projector counted; kept in the model dtype")
+    elif f.prefix and isinstance(vision, dict) and mt in QWEN35:
+        inv.place = "embed"
+        _qwen_vision_tower(inv, Fields(vision, model.source, "vision_config."))
+        notes.append("vision tower (Qwen3-VL style) and merger counted; kept in the model dtype")
     elif f.prefix:
         notes.append("vision/audio towers of this multimodal model are not counted")
     return Weights(tensors=tuple(inv.tensors), num_experts=inv.num_experts,
