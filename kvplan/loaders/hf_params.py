@@ -261,6 +261,10 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
         inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
                 f.integer("intermediate_size"))
     elif mt == "kimi_linear":
+        latent = f.opt_int("routed_expert_hidden_size")
+        if latent not in (None, inv.hidden) or f.has("latent_moe_use_norm"):
+            raise f.error("routed_expert_hidden_size", "a latent MoE (experts narrower than "
+                          "hidden_size, Kimi-K3) is not counted; pass --weight-memory")
         first = f.integer("first_k_dense_replace", default=0, minimum=0, why="KimiLinearConfig default")
         freq = f.integer("moe_layer_freq", default=1, why="KimiLinearConfig default")
         if f.opt_int("num_experts") and i >= first and i % freq == 0:
