@@ -200,7 +200,7 @@ def test_curve_cli_csv(capsys):
 def test_curve_cli_json(capsys):
     assert run([*CURVE, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert set(d) == {"title", "assumptions", "series", "efficiency"}
+    assert set(d) == {"title", "assumptions", "assumed_standard_attention", "series", "efficiency"}
     (s,) = d["series"]
     assert set(s) == {"label", "x_axis", "y_axis", "y_unit", "cliff_one_sequence", "cliff_zero",
                       "fit_base", "fit_slope_per_token", "points"}

@@ -182,14 +182,16 @@ def test_scale_dtype_spellings():
         kvplan.parse_format("int4:scale=fp5")
 
 
-def test_separate_v_head_dim():
-    # MiMo-V2-Flash style: K head_dim 192, V 128; 2 layers x 4 KV heads x (192 + 128) x 2 B
+def test_a_separate_v_head_dim_is_refused_outside_mimo():
+    """vLLM's standard attention stores V as wide as K: a llama config with v_head_dim 128 and
+    head_dim 192 is refused (MiMo-V2-Flash's own reader keeps K 192 and V 128: see
+    tests/test_families_2026.py)."""
     cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8,
            "num_key_value_heads": 4, "hidden_size": 1024, "head_dim": 192, "v_head_dim": 128}
-    fp = kvplan.kv_footprint(parse(cfg), [10], block_size_tokens=1)
-    assert fp.bytes_per_token == 2 * 4 * (192 + 128) * 2
-    assert (fp.layers[0].head_dim_k, fp.layers[0].head_dim_v) == (192, 128)
-    assert fp.sequences[0].total_bytes == 10 * 2 * 4 * (192 + 128) * 2
+    with pytest.raises(kvplan.ConfigError, match="v_head_dim: 128 differs from the head_dim 192"):
+        parse(cfg)
+    same = parse({**cfg, "v_head_dim": 192})
+    assert kvplan.kv_footprint(same, [10], block_size_tokens=1).bytes_per_token == 2 * 4 * 2 * 192 * 2
 
 
 # ---- third review: transformers config-class semantics -----------------------------------

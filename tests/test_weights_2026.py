@@ -24,40 +24,51 @@ def load(name: str, **changes):
 
 # --- parameter totals ------------------------------------------------------------------------
 
+def fp8_block_scales(m) -> int:
+    """The fp32 weight_scale_inv elements of an fp8 128 x 128 block checkpoint: one per block of
+    every quantised linear (the Hub's safetensors total counts them with the weights)."""
+    w, fmt = kvplan.weight_inventory(m), kvplan.weight_format(m, None)
+    return sum(-(-t.rows // 128) * -(-t.cols // 128) * t.count for t in w.tensors if fmt.quantizes(t))
+
+
 PUBLISHED = [
-    # (fixture, main + MTP parameters, where the published figure comes from)
-    # DeepSeek-V3.2: V3's tensors + an indexer on every layer (wq_b 8192 x 1536, wk 128 x 7168,
-    # k_norm 2 x 128, weights_proj 64 x 7168 = 13,959,424 each, 62 with the MTP layer); the Hub
-    # total counts it 685,355,329,792 (a Hub-total audit table quoted in docs/architectures.md)
-    ("deepseek-ai__DeepSeek-V3.2.json", 685_355_329_792, {}),
-    # GLM-5: published safetensors total 753,864,139,008 (MTP block without its own embeddings)
-    ("zai-org__GLM-5.json", 753_864_139_008, {}),
-    # GLM-5.2: indexers on 21 of 78 layers (+ the MTP layer's): 57 x 9,371,904 fewer
-    ("zai-org__GLM-5.2.json", 753_864_139_008 - 57 * 9_371_904, {}),
+    # (fixture, Hub safetensors total, whether that total counts fp8 block scales, changes)
+    # DeepSeek-V3.2: the Hub total of DeepSeek-V3.2-Exp (same tensors), 685,396,921,376, counts
+    # the fp8 checkpoint's elements: V3's tensors + an indexer per layer (wq_b 8192 x 1536, wk
+    # 128 x 7168, k_norm 2 x 128, weights_proj 64 x 7168) incl. the MTP layer, + the scales
+    ("deepseek-ai__DeepSeek-V3.2.json", 685_396_921_376, True, {}),
+    # GLM-5 (bf16): 753,864,139,008, the safetensors total of the GLM-5.1 tensor report (the
+    # same architecture); its MTP block keeps no embedding copies
+    ("zai-org__GLM-5.json", 753_864_139_008, False, {}),
+    # GLM-5.2 (bf16): its index total_size 1,506,659,919,872 B holds 76 x 256 fp32 elements
+    # (e_score_correction_bias) and the rest bf16: (1,506,659,919,872 - 76 x 256 x 4) / 2 + 76 x 256
+    ("zai-org__GLM-5.2.json", (1_506_659_919_872 - 76 * 256 * 4) // 2 + 76 * 256, False, {}),
     # GLM-4.7-Flash: Hub API 31,221,488,576; the vendored config omits num_nextn_predict_layers 1
-    ("zai-org__GLM-4.7-Flash.json", 31_221_488_576, {"num_nextn_predict_layers": 1}),
-    # MiniMax-M2.7: Hub total 228,689,764,864 (per-layer q/k norms over all heads, 256 experts)
-    ("MiniMaxAI__MiniMax-M2.7.json", 228_689_764_864, {}),
-    # Kimi-Linear-48B: Hub total 49,122,681,728 (20 KDA layers of 39,514,272, 7 MLA layers of
-    # 29,114,880, a dense layer 0, 26 MoE blocks of 256 experts + 1 shared)
-    ("moonshotai__Kimi-Linear-48B-A3B-Instruct.json", 49_122_681_728, {}),
-    # Qwen3.5-27B / 397B-A17B: Hub totals count the text stack, the MTP block and the vision
-    # tower (27 blocks + merger): 27,781,427,952 and 403,397,928,944
-    ("Qwen__Qwen3.5-27B.json", 27_781_427_952, {}),
-    ("Qwen__Qwen3.5-397B-A17B.json", 403_397_928_944, {}),
+    ("zai-org__GLM-4.7-Flash.json", 31_221_488_576, False, {"num_nextn_predict_layers": 1}),
+    # MiniMax-M2.7: the Hub total of MiniMax-M2.5 (the same shapes and fp8 block format),
+    # 228,703,644,928, per-layer q/k norms over all heads, 256 experts, + the scales
+    ("MiniMaxAI__MiniMax-M2.7.json", 228_703_644_928, True, {}),
+    # Kimi-Linear-48B (bf16): Hub total 49,122,681,728 (20 KDA layers of 39,514,272, 7 MLA layers
+    # of 29,114,880, a dense layer 0, 26 MoE blocks of 256 experts + 1 shared)
+    ("moonshotai__Kimi-Linear-48B-A3B-Instruct.json", 49_122_681_728, False, {}),
+    # Qwen3.5-27B / 397B-A17B (bf16): Hub totals count the text stack, the MTP block and the
+    # vision tower (27 blocks + merger): 27,781,427,952 and 403,397,928,944
+    ("Qwen__Qwen3.5-27B.json", 27_781_427_952, False, {}),
+    ("Qwen__Qwen3.5-397B-A17B.json", 403_397_928_944, False, {}),
 ]
 
 
-@pytest.mark.parametrize("name,total,changes", PUBLISHED, ids=[p[0] for p in PUBLISHED])
-def test_parameter_totals_match_published(name, total, changes):
-    w = kvplan.weight_inventory(load(name, **changes))
-    assert w.params_total + w.params_extra == total
+@pytest.mark.parametrize("name,total,scales,changes", PUBLISHED, ids=[p[0] for p in PUBLISHED])
+def test_parameter_totals_match_published(name, total, scales, changes):
+    m = load(name, **changes)
+    w = kvplan.weight_inventory(m)
+    assert w.params_total + w.params_extra + (fp8_block_scales(m) if scales else 0) == total
 
 
 def test_nemotron_nas_block_sizes():
     """Llama-3.3-Nemotron-Super-49B: per block, attention q/k/v/o with 64 / n_heads_in_group KV
     heads unless no_op, an MLP of round_up_256(int(2 x ffn_mult x 8192 / 3)) unless no_op, one
-    norm before each part; the model card says 49B."""
+    norm before each part. Only "49B" is published; the total is derived here by hand."""
     m = load("nvidia__Llama-3_3-Nemotron-Super-49B-v1.json")
     cfg, h = m.config, 8192
     total = 2 * 128_256 * h + h  # untied embed_tokens and lm_head, final norm

@@ -51,4 +51,6 @@ class GpuSpec:
         dequantises in its kernels (int8, int4 groups, KIVI) are native everywhere."""
         if fmt.native_archs in (ANY_GPU, ("llama.cpp",)):  # dequantised in-kernel anywhere
             return True
+        if fmt.name == "fp8_ds_mla":  # fp8 e4m3 rows of FlashMLA sparse (SM90 / SM100 only)
+            return self.architecture in fmt.native_archs and "fp8_e4m3" in self.native_kv_formats
         return fmt.name in self.native_kv_formats

@@ -97,6 +97,7 @@ class EngineLayout:
     max_tp: int | None = None
     v_needs_flash_attention: frozenset[str] = frozenset()
     removed_model_types: dict[str, str] = field(default_factory=dict, hash=False)
+    first_release: dict[str, str | None] = field(default_factory=dict, hash=False)
     unserved_model_types: dict[str, str] = field(default_factory=dict, hash=False)
     state_kinds: frozenset[str] | None = None
     kv_sharing: bool = True  # layers that read another layer's K and V allocate nothing
@@ -225,9 +226,16 @@ class EngineLayout:
             raise InputError(f"{self.label} does not serve {model_type!r} models: {self.name} removed "
                              f"them after release {last} (plan with --engine {self.name}@{last})",
                              field="--engine")
+        if model_type in self.first_release and self.version != self.default_version:
+            first = self.first_release[model_type]
+            if first is None or version_tuple(self.version) < version_tuple(first):
+                since = (f"{self.name} first served it in {first}" if first else
+                         f"kvplan has not established which {self.name} release first served it")
+                raise InputError(f"{self.label}: {since}; plan {model_type!r} with --engine "
+                                 f"{self.name} (its current rules)", field="--engine")
         why = self.unserved_model_types.get(model_type)
         if why is not None:
-            raise InputError(f"{self.label} does not serve {model_type!r} models ({why})",
+            raise InputError(f"{model_type!r} models are not planned on {self.label}: {why}",
                              field="--engine")
         if self.state_kinds is not None:
             missing = sorted(k for k in kinds - self.state_kinds if k in STATE_KINDS)

@@ -62,6 +62,8 @@ def sglang_layout(version: str | None = None) -> EngineLayout:
             **{t: "kvplan has not established that SGLang serves MiniMax-Text-01 or MiniMax-M1"
                for t in ("minimax", "minimax_text_01", "minimax_m1")},
             "nemotron-nas": "kvplan has not established whether SGLang's pool spans the "
-                            "attention-free DeciLM layers (its code sizes it for every layer)"},
+                            "attention-free DeciLM layers (its code sizes it for every layer)",
+            **{t: "kvplan has not established SGLang's NSA layout (it forces 64-token pages "
+                  "and data-parallel attention)" for t in ("deepseek_v32", "glm_moe_dsa")}},
         kv_sharing=False,
     )

@@ -25,6 +25,11 @@ def trtllm_layout(version: str | None = None) -> EngineLayout:
         mla_latent_model_types=None, conv_state_columns_dropped=1, fp32_runs_as="bf16",
         kv_formats=frozenset({"bf16", "fp16", "fp8_e4m3", "nvfp4"}), separate_kv_formats=False,
         state_kinds=frozenset({"mamba", "linear_attention"}),
-        unserved_model_types={t: "kvplan has not established TensorRT-LLM's sparse-MLA cache"
-                              for t in ("deepseek_v32", "glm_moe_dsa")},
+        unserved_model_types={t: "kvplan models TensorRT-LLM 1.1 as read in late 2025; its layout "
+                                 "for this architecture was not read"
+                              for t in ("deepseek_v32", "glm_moe_dsa", "deepseek_v4", "gemma4_text",
+                                        "gemma3n_text", "mimo_v2_flash", "qwen3_5_text",
+                                        "qwen3_5_moe_text", "kimi_linear", "lfm2", "lfm2_moe",
+                                        "minimax_m1", "minimax_text_01", "minimax",
+                                        "nemotron-nas", "step3_text")},
     )

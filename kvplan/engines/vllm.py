@@ -53,6 +53,15 @@ REMOVED = {
     "dots1": "0.23.0", "bamba": "0.23.0",
     "minimax": "0.23.0", "minimax_text_01": "0.23.0", "minimax_m1": "0.23.0",
 }
+#: Model types whose cache rules kvplan read in 2026 vLLM: first release known or not. Under
+#: ``vllm@X`` (not main) they are refused before it, or when the first release is unknown.
+FIRST_RELEASE: dict[str, str | None] = {
+    "deepseek_v4": "0.20.0",
+    **dict.fromkeys(("deepseek_v32", "glm_moe_dsa", "glm4_moe_lite", "qwen3_5_text",
+                     "qwen3_5_moe_text", "kimi_linear", "lfm2", "lfm2_moe", "gemma4_text",
+                     "gemma3n_text", "mimo_v2_flash", "minimax_m2", "nemotron-nas", "step3_text"),
+                    None),
+}
 #: Model types vLLM has never served (not in any registry read).
 UNSERVED = {"bailing_moe_linear": "Ring-linear-2.0's BailingMoeLinearV2ForCausalLM is not in "
                                   "vLLM's registry; SGLang serves it"}
@@ -87,6 +96,7 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
                                "qwen3_5_text": "mamba_ssm_dtype", "qwen3_5_moe_text": "mamba_ssm_dtype"},
         ssm_dtype_by_kind={"kda": "fp32"},
         removed_model_types=REMOVED,
+        first_release=FIRST_RELEASE,
         unify_page_sizes=True,
         sparse_mla_fp8_format="fp8_ds_mla",
         model_dtype_kv_only={"mimo_v2_flash": "its model file passes no cache config to the "

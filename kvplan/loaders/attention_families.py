@@ -27,7 +27,7 @@ from ..core.layers import (
 from .fields import Fields
 
 QWEN_FAMILY = {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text",
-               "qwen2_5_vl_text", "qwen3_vl_text"}
+               "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
 PATTERN_DEFAULTS = {"gemma3_text": 6, "gemma3": 6, "cohere2": 4}
 #: Even layers slide, odd ones are global, when the config has no layer_types (Gemma2Config,
 #: GptOssConfig).
@@ -68,8 +68,13 @@ def attention_shape(f: Fields, model_type: str) -> tuple[int, int, int, int]:
         head_dim = hidden // heads
         f.assume(f"head_dim = hidden_size / num_attention_heads = {hidden} / {heads} = {head_dim} "
                  "(no head_dim in config)")
-    # A separate V head dim (MiMo-V2-Flash: head_dim 192, v_head_dim 128); K keeps head_dim.
-    return heads, kv, head_dim, f.opt_int("v_head_dim") or head_dim
+    # vLLM's standard attention stores V as wide as K; a different v_head_dim is refused here
+    # (MiMo-V2-Flash, whose V is narrower, has its own reader)
+    v = f.opt_int("v_head_dim")
+    if v is not None and v != head_dim:
+        raise f.error("v_head_dim", f"{v} differs from the head_dim {head_dim} vLLM's "
+                      f"{model_type} attention stores V with")
+    return heads, kv, head_dim, head_dim
 
 
 def kv_heads(f: Fields, heads: int) -> int:
@@ -101,6 +106,8 @@ def layer_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
     ``layer_types``)."""
     if model_type in QWEN_FAMILY:  # both are read (and ignored unless the window is on)
         f.get("use_sliding_window"), f.get("max_window_layers")
+    if model_type in PATTERN_DEFAULTS:  # transformers derives layer_types from the pattern
+        f.get("sliding_window_pattern"), f.get("_sliding_window_pattern")
     types = f.str_list("layer_types", num_layers)
     if types is not None:
         kinds = []
@@ -193,10 +200,6 @@ def parse_mla(f: Fields, model_type: str) -> list[tuple]:
         raise f.error("qk_head_dim", f"{qk} is not qk_nope_head_dim + qk_rope_head_dim = "
                       f"{spec.qk_nope_head_dim} + {spec.qk_rope_head_dim}")
     f.get("head_dim")  # vLLM's MLA rule sizes the cache from kv_lora_rank + qk_rope_head_dim
-    mtp = f.opt_int("num_nextn_predict_layers", minimum=0)
-    if mtp:
-        f.assume(f"num_nextn_predict_layers = {mtp}: MTP layer(s) not counted "
-                 "(they cache KV only when used as a speculative draft)")
     return [(spec,)] * num_layers
 
 
@@ -240,7 +243,11 @@ def parse_sparse_mla(f: Fields, model_type: str) -> list[tuple]:
     f.integer("index_topk"), f.integer("index_n_heads")
     for key in ("indexer_rope_interleave", "index_share_for_mtp_iteration"):
         f.get(key)  # rope layout, MTP reuse: no cache of their own
-    indexer = LightningIndexer(index_head_dim=f.integer("index_head_dim"))
+    index_dim = f.integer("index_head_dim")
+    if index_dim % 128:
+        raise f.error("index_head_dim", f"{index_dim} is not a multiple of 128 (the indexer keeps "
+                      "one fp32 scale per 128 values; vLLM and SGLang assume 128)")
+    indexer = LightningIndexer(index_head_dim=index_dim)
     full = indexer_layers(f, len(layers))
     return [(mla, indexer) if has else (mla,) for (mla,), has in zip(layers, full, strict=True)]
 

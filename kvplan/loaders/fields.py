@@ -72,8 +72,14 @@ class Fields:
         """The first of ``keys`` present, as an integer >= ``minimum``.
 
         With no key present, ``default`` is used and recorded as an assumption (``why`` says
-        whose default it is); with no default, the first key is reported missing.
+        whose default it is); with no default, the first key is reported missing. Two of the
+        keys written with different values (two spellings of one setting) are an error.
         """
+        given = [(k, self.get(k)) for k in keys if self.get(k) is not None]
+        if len({repr(v) for _, v in given}) > 1:
+            (k1, v1), (k2, v2) = given[0], next(g for g in given if repr(g[1]) != repr(given[0][1]))
+            raise self.error(k2, f"{v2!r} disagrees with {self.prefix}{k1} = {v1!r} (two names of "
+                             "one setting)")
         for key in keys:
             value = self.get(key)
             if value is None:
@@ -143,8 +149,8 @@ class Fields:
             raise self.error(key, f"expected an object, got {type(value).__name__}")
         return value
 
-    def opt_int(self, key: str, minimum: int = 1) -> int | None:
-        return self.integer(key, minimum=minimum) if self.has(key) else None
+    def opt_int(self, key: str, minimum: int = 1, maximum: int | None = None) -> int | None:
+        return self.integer(key, minimum=minimum, maximum=maximum) if self.has(key) else None
 
     def flag(self, key: str, default: bool = False) -> bool:
         value = self.get(key)

@@ -44,9 +44,16 @@ def _gemma_kinds(f: Fields, model_type: str, num_layers: int) -> list[str]:
     return kinds
 
 
-def _with_sharing(blocks: list[tuple], shared: int) -> list[tuple]:
-    """The last ``shared`` layers read earlier layers' K and V: no cache of their own."""
-    return blocks[:len(blocks) - shared] + [()] * shared
+def _with_sharing(f: Fields, blocks: list[tuple], kinds: list[str], shared: int) -> list[tuple]:
+    """The last ``shared`` layers read the K and V of the last earlier layer of their own type
+    and hold no cache; each needs such a layer (vLLM ``kv_sharing_target_layer_name``)."""
+    first = len(blocks) - shared
+    own = set(kinds[:first])
+    missing = next((i for i in range(first, len(blocks)) if kinds[i] not in own), None)
+    if missing is not None:
+        raise f.error("num_kv_shared_layers", f"{shared} shared layers leave no {kinds[missing]} "
+                      f"layer before layer {first} for layer {missing} to share")
+    return blocks[:first] + [()] * shared
 
 
 def parse_gemma4(f: Fields, model_type: str) -> list[tuple]:
@@ -68,6 +75,10 @@ def parse_gemma4(f: Fields, model_type: str) -> list[tuple]:
         if not per_layer else head_dim
     full = FullAttention(num_attention_heads=heads, num_kv_heads=full_kv, head_dim_k=full_dim,
                          head_dim_v=full_dim)
+    for key in per_layer:
+        if not str(key).isdigit() or int(key) >= num_layers or kinds[int(key)] != "full":
+            raise f.error(f"per_layer_config.{key}", "names no full-attention layer (the overrides "
+                          "are for the global layers' head_dim and KV heads)")
     blocks: list[tuple] = []
     for i, k in enumerate(kinds):
         if k == "sliding":
@@ -86,7 +97,7 @@ def parse_gemma4(f: Fields, model_type: str) -> list[tuple]:
                                      num_kv_heads=sub.integer("num_key_value_heads"),
                                      head_dim_k=d, head_dim_v=d),))
     f.get("hidden_size_per_layer_input")  # per-layer embeddings: weights, not cache
-    return _with_sharing(blocks, _shared(f, num_layers))
+    return _with_sharing(f, blocks, kinds, _shared(f, num_layers))
 
 
 def parse_gemma3n(f: Fields, model_type: str) -> list[tuple]:
@@ -100,7 +111,7 @@ def parse_gemma3n(f: Fields, model_type: str) -> list[tuple]:
     full = FullAttention(**common)
     f.get("hidden_size_per_layer_input")  # per-layer embeddings: weights, not cache
     blocks = [(sliding,) if k == "sliding" else (full,) for k in kinds]
-    return _with_sharing(blocks, _shared(f, num_layers))
+    return _with_sharing(f, blocks, kinds, _shared(f, num_layers))
 
 
 def parse_mimo_v2(f: Fields, model_type: str) -> list[tuple]:
@@ -153,9 +164,15 @@ def parse_nemotron_nas(f: Fields, model_type: str) -> list[tuple]:
     for i, block in enumerate(configs):
         if not isinstance(block, dict):
             raise f.error(f"block_configs[{i}]", "expected an object")
-        att = f.sub(f"block_configs[{i}].attention", block.get("attention") or {})
-        f.sub(f"block_configs[{i}].ffn", block.get("ffn") or {}).read.update(
-            (block.get("ffn") or {}).keys())  # the FFN shapes weights (kvplan.loaders.hf_params)
+        for part in ("attention", "ffn"):
+            if not isinstance(block.get(part), dict):
+                raise f.error(f"block_configs[{i}].{part}", "expected an object")
+        unknown = sorted(set(block) - {"attention", "ffn"})
+        if unknown:
+            raise f.error(f"block_configs[{i}].{unknown[0]}", "not a DeciLM block part kvplan reads")
+        att = f.sub(f"block_configs[{i}].attention", block["attention"])
+        f.sub(f"block_configs[{i}].ffn", block["ffn"]).read.update(
+            block["ffn"].keys())  # the FFN shapes weights (kvplan.loaders.hf_params)
         for key in _NAS_UNMODELLED:
             if att.raw(key) not in (None, False):
                 raise att.error(key, f"{att.raw(key)!r} is not modelled (vLLM's DeciLM builds plain "

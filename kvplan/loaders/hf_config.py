@@ -164,13 +164,17 @@ def _text_config(config: dict, source: str) -> tuple[dict, Any, str]:
 def text_fields(config: dict, source: str) -> tuple[Fields, Any]:
     """The text model's fields (nested library defaults filled in) and its model_type."""
     text, model_type, prefix = _text_config(config, source)
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError(f"expected a string, got {model_type!r}", source=source,
+                          field=prefix + "model_type")
     f = Fields(text, source, prefix)
     f.read.add("model_type")
-    nested_defaults = LIBRARY_DEFAULTS.get(model_type, {}) if prefix else {}
+    nested_defaults = LIBRARY_DEFAULTS.get(model_type, {}) if prefix and model_type else {}
     for key, value in nested_defaults.items():
         if key not in text:  # absent, not an explicit null (Mistral-3: sliding_window null)
             text = {**text, key: value}
             f.config = text
+            f.read.add(key)  # kvplan's own default, not a key of the file
             f.assume(f"{prefix}{key} = {value} (transformers {model_type} config default)")
     return f, model_type
 
@@ -183,13 +187,15 @@ ATTENTION_KEYS = ("num_attention_heads", "num_key_value_heads", "head_dim", "att
 #: Keys every model is read for (``parse_config``'s own, beside the adapter's).
 MODEL_KEYS = ("torch_dtype", "dtype", "hidden_size", "d_model", "n_embd", "num_attention_heads",
               "n_head", "vocab_size")
+#: A bound on MTP layer counts (a few in every published model), checked before any work.
+MAX_MTP_LAYERS = 64
 #: Multi-token-prediction layer counts: no cache in normal serving (a draft's only when used).
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "mtp_transformer_layers")
 
 
 def _mtp(f: Fields) -> None:
     for key in MTP_KEYS:
-        n = f.opt_int(key, minimum=0)
+        n = f.opt_int(key, minimum=0, maximum=MAX_MTP_LAYERS)
         if n:
             f.assume(f"{f.prefix}{key} = {n}: the MTP layer(s) are not counted (they cache KV "
                      "only when used as a speculative draft)")

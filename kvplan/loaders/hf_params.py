@@ -459,7 +459,9 @@ def weight_inventory(model: Model) -> Weights:
         inv.add("lm_head", vocab, hidden, shard="vocab")
     notes: list[str] = []
     extra_name = ""
-    mtp = f.opt_int("num_nextn_predict_layers", minimum=0) or 0
+    from .hf_config import MAX_MTP_LAYERS
+
+    mtp = f.opt_int("num_nextn_predict_layers", minimum=0, maximum=MAX_MTP_LAYERS) or 0
     if mtp and model.layers:
         inv.place = "extra"
         mixers = list(model.layers[-1])
@@ -479,7 +481,8 @@ def weight_inventory(model: Model) -> Weights:
                 inv.add("mtp.embed_tokens", vocab, hidden, shard="vocab")
                 inv.add("mtp.shared_head.head", vocab, hidden, shard="vocab")
         extra_name = f"MTP module (num_nextn_predict_layers={mtp}), loaded only as a speculative draft"
-    qmtp = (f.opt_int("mtp_num_hidden_layers", minimum=0) or 0) if mt in QWEN35 else 0
+    qmtp = (f.opt_int("mtp_num_hidden_layers", minimum=0, maximum=MAX_MTP_LAYERS) or 0) \
+        if mt in QWEN35 else 0
     if qmtp:  # Qwen3.5: fc + three norms + full-attention decoder layer(s), shared embeddings
         inv.place = "extra"
         full_at = next(i for i, b in enumerate(model.layers) if b and b[0].kind == "full_attention")

@@ -22,7 +22,8 @@ KV_WORDS = re.compile(
     r"state_size|d_state|linear_|kda|deltanet|lightning|recurrent|global_|local_attn|"
     r"full_attn|full_attention|attn_layer|attention_layer|attn_idx|attention_type|attn_type|"
     r"attn_cfg|attn_config|attention_groups|no_rope|nope_layer|n_group|num_group|"
-    r"^hidden_size|^d_model|^n_embd|dtype|model_type|multi_query|decoder_architecture|k_eq_v|llm_config|text_config"
+    r"^hidden_size|^d_model|^n_embd|dtype|model_type|multi_query|decoder_architecture|k_eq_v|llm_config|text_config|"
+    r"layer_group|cla_|use_cla|query_groups|expand_v"
 )
 
 #: Names that match ``KV_WORDS`` but shape no cache (weights, MoE routing, rope, kernels).
@@ -32,6 +33,7 @@ NOT_KV = frozenset({
     "n_group", "topk_group", "num_expert_group", "moe_intermediate_size",
     "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
     "n_shared_experts", "num_shared_experts", "moe_layer_start_index", "moe_layer_end_index",
+    "moe_layer_interval",
     # projections, norms, biases, dropout, multipliers (weights or compute only)
     "q_lora_rank", "head_bias", "lm_head_bias", "conv_bias", "mamba_conv_bias",
     "mamba_proj_bias", "use_conv_bias", "use_mamba_kernels", "mamba_rms_norm",

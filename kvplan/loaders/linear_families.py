@@ -7,8 +7,8 @@ docs/architectures.md):
   ``KimiLinearConfig.is_kda_layer(i) = (i + 1) in kda_layers``); without ``kda_layers`` every
   layer not in ``full_attn_layers`` is KDA. KDA heads and width are ``linear_attn_config``'s
   ``num_heads`` / ``head_dim`` (the top-level ``head_dim`` is hidden / heads and unused).
-- lfm2 / lfm2_moe (LiquidAI): ``layer_types`` "conv" / "full_attention", or the older
-  ``full_attn_idxs`` (0-based, which wins when both are given); short-conv state of
+- lfm2 / lfm2_moe (LiquidAI): ``layer_types`` "conv" / "full_attention" (transformers and
+  vLLM), or, without it, the older ``full_attn_idxs`` (0-based); short-conv state of
   ``conv_L_cache - 1`` x hidden_size.
 - minimax_m1 / minimax_text_01 (MiniMax-M1, MiniMax-Text-01): ``attn_type_list`` 0 =
   lightning attention (``num_attention_heads`` x ``head_dim`` state), 1 = softmax GQA.
@@ -75,20 +75,20 @@ def parse_kimi_linear(f: Fields, model_type: str) -> list[tuple]:
 def parse_lfm2(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
     idxs = f.index_list("full_attn_idxs", num_layers)
-    if idxs is not None:
-        full = set(idxs)
-        if f.has("layer_types"):
-            f.assume(f"{f.prefix}full_attn_idxs wins over layer_types (LFM2 loaders read it first)")
-            f.get("layer_types")
-    else:
-        types = f.str_list("layer_types", num_layers)
-        if types is None:
-            raise f.error("layer_types", "missing (or full_attn_idxs): which layers attend")
+    types = f.str_list("layer_types", num_layers)
+    if types is not None:  # transformers Lfm2Config and vLLM read layer_types
         for i, t in enumerate(types):
             if t not in ("conv", "full_attention"):
                 raise f.error(f"layer_types[{i}]", f"unknown layer type {t!r}; known: conv, "
                               "full_attention")
         full = {i for i, t in enumerate(types) if t == "full_attention"}
+        if idxs is not None and set(idxs) != full:
+            raise f.error("full_attn_idxs", "disagrees with layer_types (transformers and vLLM "
+                          "follow layer_types)")
+    elif idxs is not None:  # older checkpoints: the attention layers' indices only
+        full = set(idxs)
+    else:
+        raise f.error("layer_types", "missing (or full_attn_idxs): which layers attend")
     hidden = f.integer("hidden_size")
     channels = f.integer("conv_dim", default=hidden, why="the short conv runs over hidden_size")
     conv = ShortConv(channels=channels, conv_kernel=f.integer("conv_L_cache"))

@@ -115,8 +115,8 @@ def _compressed_tensors(q: dict, base: str, source: str) -> WeightFormat:
     groups = q.get("config_groups") or {}
     if not isinstance(groups, dict):
         raise ConfigError("expected an object", source=source, field="quantization_config.config_groups")
-    all_weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)
-                   and isinstance(g.get("weights"), dict)]
+    all_weights: list[dict] = [g["weights"] for g in groups.values() if isinstance(g, dict)
+                               and isinstance(g.get("weights"), dict)]
     if len({repr(sorted(w.items())) for w in all_weights}) > 1:
         raise ConfigError("config_groups with different weight schemes (mixed precision) are not "
                           "modelled; pass --weight-dtype or --weight-memory", source=source,

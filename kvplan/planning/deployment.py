@@ -23,6 +23,7 @@ class CurveResult:
     efficiencies: tuple[Efficiency, ...]
     warnings: tuple[str, ...]
     assumptions: tuple[str, ...] = ()  # the model's (read from its config)
+    assumed_standard_attention: bool = False
 
 
 def _from_spec(gpu: GpuSpec) -> Efficiency:
@@ -102,4 +103,4 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
             warnings.append(f"{s.label}: nothing fits at any point ({r.verdict}); the smallest "
                             "layout is what `kvplan fit --concurrency 1` suggests")
     return CurveResult(title, tuple(out), tuple(plans), tuple(effs), tuple(warnings),
-                       m.assumptions)
+                       m.assumptions, m.standard_attention_assumed)

@@ -38,10 +38,12 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
     from ..engines.vllm_memory import mla_block_size
 
     kinds = {spec.kind for spec in model.cache_layers}
-    if "indexer" in kinds and block is None:
+    if "indexer" in kinds:
         block = 64
         notes.append("vLLM forces 64-token blocks for sparse MLA (FlashMLASparse backend: "
-                     "get_supported_kernel_block_sizes [64]) on the latent and indexer caches")
+                     "get_supported_kernel_block_sizes [64]) on the latent and indexer caches"
+                     + (f"; --block-size {req.block_size_tokens} does not apply"
+                        if req.block_size_tokens not in (None, 64) else ""))
     elif "mla" in kinds and block is None:
         block = mla_block_size(req.gpu.architecture)
         notes.append(f"vLLM forces {block}-token blocks for MLA on {req.gpu.architecture} "
@@ -49,16 +51,28 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
     return (block or layout.default_block_size_tokens), notes
 
 
-def _hybrid_unify(fp_costs, layout, block, user_block) -> tuple[int, int | None, list[str]]:
-    """vLLM: raise the attention block until one attention page covers a Mamba page."""
+def _hybrid_unify(fp_costs, layout, block, user_block, architecture: str
+                  ) -> tuple[int, int | None, list[str]]:
+    """vLLM: raise the attention block until one attention page covers a Mamba page, in
+    multiples of the attention backend's block (``HybridAttentionMambaModelConfig``): 64 for
+    MLA (128 for CUTLASS MLA on Blackwell), 32 for head size 256 on Blackwell (FlashInfer),
+    else 16."""
     costs = [c for layer in fp_costs for c in layer]
     states = [c for c in costs if c.state_bytes_per_rank]
     attn = [c for c in costs if not c.state_bytes_per_rank]
     if layout.name != "vllm" or not states or not attn:
         return block, None, []
+    from ..engines.vllm_memory import mla_block_size
+
+    if attn[0].kind == "mla":
+        align = mla_block_size(architecture)
+    elif architecture == "blackwell" and attn[0].head_dim_k == 256:
+        align = 32
+    else:
+        align = 16
     per_token = ceil_bytes(attn[0].rank_bytes_for_tokens(1))
     state_page = max(c.state_bytes_per_rank for c in states)
-    new_block = vllm_hybrid_block_size(per_token, state_page, user_block)
+    new_block = vllm_hybrid_block_size(per_token, state_page, user_block, align)
     padded = new_block * per_token
     pct = 100 * (padded - state_page) / state_page
     return new_block, padded, [
@@ -133,7 +147,7 @@ def plan_layout(req: FitRequest) -> FitResult:
     fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
                       block_size_tokens=block, engine=layout)
     block2, state_page, hybrid_notes = _hybrid_unify(fp.layer_costs, layout, block,
-                                                     req.block_size_tokens)
+                                                     req.block_size_tokens, req.gpu.architecture)
     if block2 != block:
         block = block2
         fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,

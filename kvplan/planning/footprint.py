@@ -30,6 +30,9 @@ from ..engines import EngineLayout, get_engine
 from ..engines.base import version_tuple
 from ..engines.costs import LayerCost, layer_cost, unify_pages
 
+#: vLLM's only block size for sparse MLA (``FlashMLASparseBackend`` kernel block sizes [64]).
+SPARSE_MLA_BLOCK = 64
+
 
 class SequenceBytes(NamedTuple):
     context_tokens: int
@@ -75,8 +78,12 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
     k = one(k_dtype).k if k_dtype else base.k
     v = one(v_dtype).v if v_dtype else base.v
     sparse = engine.sparse_mla_fp8_format
-    if sparse and k.name.startswith("fp8") and any(s.kind == "indexer" for s in model.cache_layers):
-        k = v = parse_format(sparse).k  # the sparse-MLA backends' own fp8 latent layout
+    if sparse and any(s.kind == "indexer" for s in model.cache_layers):
+        if k.name == "fp8_e4m3":
+            k = v = parse_format(sparse).k  # the sparse-MLA backends' own fp8 latent layout
+        if k.name not in ("bf16", sparse) or v.name != k.name:
+            raise InputError(f"{engine.label}'s sparse-MLA backend stores the latent as bf16 or "
+                             f"fp8 ({sparse}), not {KvFormatPair(k, v).name}", field="--kv-dtype")
     return KvFormatPair(k, v)
 
 
@@ -119,6 +126,9 @@ def kv_footprint(
     check_degree(tp, "tp")
     check_degree(pp, "pp")
     block = layout.default_block_size_tokens if block_size_tokens is None else block_size_tokens
+    if (layout.sparse_mla_fp8_format and layout.name == "vllm"
+            and any(s.kind == "indexer" for s in model.cache_layers)):
+        block = SPARSE_MLA_BLOCK  # vLLM forces it whatever --block-size says (FlashMLASparse)
     if not isinstance(block, int) or isinstance(block, bool) or block < 1:
         raise InputError(f"must be a positive integer, got {block!r}", field="--block-size")
     contexts = tuple(contexts)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..core.errors import KvplanError
+from ..engines import get_engine
 from ..engines.vllm_memory import default_utilization
 from .fit_types import FitResult
 
@@ -127,7 +129,15 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
     """engine -> command, the planned engine first. The other engines get the same
     parallelism, lengths and sequence count with their own defaults for the rest; an engine
     without the planned KV format gets a comment line instead."""
-    out = {"vllm": vllm_command(r, sequences), "sglang": sglang_command(r, sequences),
-           "trtllm": trtllm_command(r, sequences), "llama.cpp": llama_cpp_command(r, sequences)}
+    builders = {"vllm": vllm_command, "sglang": sglang_command, "trtllm": trtllm_command,
+                "llama.cpp": llama_cpp_command}
+    out = {}
+    for name, build in builders.items():
+        try:  # an engine that does not serve the model (or whose layout is not established)
+            (r.layout if r.layout.name == name else get_engine(name)).check_model(r.request.model)
+        except KvplanError as e:
+            out[name] = f"# {e.detail}"
+            continue
+        out[name] = build(r, sequences)
     first = r.layout.name
     return {first: out[first], **{k: v for k, v in out.items() if k != first}}

@@ -62,6 +62,8 @@ class PlanReport:
     warnings: tuple[str, ...]
     seed: int = 0  # the seed the lengths (or a trace's reasoning tokens) were drawn with
     samples: int = 0  # conversations sampled (a trace: its lines)
+    model_assumptions: tuple[str, ...] = ()  # what the model's config reading assumed
+    assumed_standard_attention: bool = False
 
     @property
     def best(self) -> Outcome | None:
@@ -177,7 +179,8 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     outcomes.sort(key=_rank_key)
     return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),
                       tuple(skipped), tuple(assumptions(sc, outcomes, model)), tuple(warnings), seed,
-                      len(w.trace) if w.trace is not None else samples)
+                      len(w.trace) if w.trace is not None else samples, model.assumptions,
+                      model.standard_attention_assumed)
 
 
 def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = None) -> list[str]:

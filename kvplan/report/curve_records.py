@@ -28,6 +28,7 @@ def to_records(result) -> dict:
     return {
         "title": result.title,
         "assumptions": list(result.assumptions),
+        "assumed_standard_attention": result.assumed_standard_attention,
         "series": [{"label": s.label, "x_axis": s.x, "y_axis": s.y, "y_unit": Y_UNITS[s.y],
                     "cliff_one_sequence": s.cliff_one, "cliff_zero": s.cliff_zero,
                     "fit_base": s.fit_base, "fit_slope_per_token": s.fit_slope,

@@ -87,5 +87,7 @@ def plan_record(rep: PlanReport) -> dict:
                      "pp": s.candidate.pp, "kv_dtype": s.candidate.kv_dtype, "reason": s.reason}
                     for s in rep.skipped],
         "assumptions": list(rep.assumptions),
+        "model_assumptions": list(rep.model_assumptions),
+        "assumed_standard_attention": rep.assumed_standard_attention,
         "warnings": list(rep.warnings),
     }
