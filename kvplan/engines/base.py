@@ -229,10 +229,11 @@ class EngineLayout:
         if model_type in self.first_release and self.version != self.default_version:
             first = self.first_release[model_type]
             if first is None or version_tuple(self.version) < version_tuple(first):
-                since = (f"{self.name} first served it in {first}" if first else
-                         f"kvplan has not established which {self.name} release first served it")
-                raise InputError(f"{self.label}: {since}; plan {model_type!r} with --engine "
-                                 f"{self.name} (its current rules)", field="--engine")
+                since = (f"{self.name} first served {model_type!r} models in {first}" if first
+                         else f"kvplan has not established which {self.name} release first "
+                         f"served {model_type!r} models")
+                raise InputError(f"{self.label}: {since}; plan them with --engine {self.name} "
+                                 "(its current rules)", field="--engine")
         why = self.unserved_model_types.get(model_type)
         if why is not None:
             raise InputError(f"{model_type!r} models are not planned on {self.label}: {why}",

@@ -16,7 +16,9 @@ from .fit_types import FitResult
 
 #: kvplan KV format -> each engine's --kv-cache-dtype value (None: the engine has no such mode).
 VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
-           "nvfp4": "nvfp4", "int8_per_token": "int8_per_token_head"}
+           "nvfp4": "nvfp4", "int8_per_token": "int8_per_token_head",
+           # sparse MLA: vLLM rewrites fp8 to its fp8_ds_mla layout (DeepseekV32 config hook)
+           "fp8_ds_mla": "fp8"}
 SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
              "nvfp4": "fp4_e2m1"}
 TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
