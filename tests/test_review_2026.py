@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from family_helpers import BF16, CONFIGS, FP32, cdiv, kinds, load, raw
 
 from kvplan.cli.main import run
 from kvplan.core.errors import KvplanError as InputError
 from kvplan.planning.footprint import kv_footprint
-
-from family_helpers import BF16, CONFIGS, FP32, cdiv, kinds, load, raw
-
 
 
 def fit_json(capsys, *args: str) -> dict:
