@@ -41,6 +41,9 @@ class Model:
     #: the KV format the checkpoint's quantization_config declares (``kv_cache_scheme``,
     #: ``kv_cache_quant_algo``), which engines that apply it use for ``--kv-dtype auto``
     checkpoint_kv_format: str | None = None
+    #: every config key (dotted, as the text model's mapping names it) a KV rule read, so later
+    #: readers (the parameter inventory) can tell a key nobody interprets from one already used
+    keys_read: frozenset[str] = field(default=frozenset(), compare=False, repr=False, hash=False)
 
     @property
     def num_layers(self) -> int:

@@ -330,4 +330,5 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         standard_attention_assumed=assumed,
         kv_shared_layers=f.opt_int("num_kv_shared_layers", minimum=0) or 0,
         checkpoint_kv_format=checkpoint_kv_format(config, f.config, source),
+        keys_read=frozenset(fl.prefix + k for fl in f.all_fields() for k in fl.read),
     )

@@ -24,6 +24,7 @@ from ..core.units import cdiv
 from ..core.weights import Tensor, Weights
 from .fields import Fields
 from .hf_config import text_fields
+from .weight_keys import unread_weight_keys
 
 #: transformers config-class defaults for ``tie_word_embeddings`` where the file may omit it.
 TIE_DEFAULTS = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "cohere": True,
@@ -108,11 +109,17 @@ class _Inventory:
         if self.mt == "gpt_oss":
             self.add(f"{prefix}.sinks", spec.num_attention_heads, shard="column")
         if self.mt == "minimax_m2" and f.flag("use_qk_norm"):  # per_layer: over every head
+            if f.raw("qk_norm_type", "per_layer") != "per_layer":
+                raise f.error("qk_norm_type", f"{f.raw('qk_norm_type')!r} is not counted (vLLM's "
+                              "MiniMax-M2 norms q and k over all heads: per_layer)")
             self.norm(f"{prefix}.q_norm", spec.num_attention_heads * spec.head_dim_k)
             self.norm(f"{prefix}.k_norm", kv * spec.head_dim_k)
 
     def mla(self, spec: MultiHeadLatent) -> None:
         f, h = self.f, self.hidden
+        if f.flag("attention_bias"):  # vLLM's DeepseekV2 MLA builds its projections bias-free
+            raise f.error("attention_bias", "true: MLA projections with biases are not counted "
+                          "(vLLM's MLA has none); pass --weight-memory")
         qk = spec.qk_nope_head_dim + spec.qk_rope_head_dim
         heads = spec.num_attention_heads
         q_lora = f.opt_int("q_lora_rank")
@@ -157,7 +164,7 @@ class _Inventory:
             self.linear("mamba.dt_proj", d, dt_rank, "column", True)
             self.add("mamba.A_log", d, spec.d_state, shard="column")
             self.add("mamba.D", d, shard="column")
-            if self.mt == "jamba":
+            if self.mt == "jamba" and f.flag("mamba_inner_layernorms", True):  # JambaConfig default
                 self.norm("mamba.dt_layernorm", dt_rank)
                 self.norm("mamba.b_layernorm", spec.d_state)
                 self.norm("mamba.c_layernorm", spec.d_state)
@@ -251,6 +258,9 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
     if mt in ("mamba", "falcon_mamba", "mamba2", "mamba_ssm"):
         return
     if mt == "nemotron_h":
+        if f.raw("mlp_hidden_act", "relu2") != "relu2":
+            raise f.error("mlp_hidden_act", f"{f.raw('mlp_hidden_act')!r}: Nemotron-H's MLP is "
+                          "counted as vLLM builds it for relu2 (up and down, no gate)")
         if pattern and pattern[i] == "-":
             inv.mlp("mixer", f.integer("intermediate_size"), gated=False, bias=f.flag("mlp_bias"))
         elif pattern and pattern[i] == "E":
@@ -287,14 +297,24 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
         ffn = (f.array("block_configs") or [{}])[i].get("ffn") or {}
         if not ffn.get("no_op"):
             width = ffn.get("intermediate_size") or _nas_intermediate(ffn, inv.hidden, f, i)
-            inv.mlp("mlp", width)
+            inv.mlp("mlp", width, bias=f.flag("mlp_bias"))  # vLLM's LlamaMLP under DeciLM
     elif mt == "minimax_m2":
+        if f.opt_int("shared_intermediate_size", minimum=0):
+            raise f.error("shared_intermediate_size", "shared experts are not counted for "
+                          "MiniMax-M2 (vLLM's minimax_m2.py builds none); pass --weight-memory")
         inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
                 f.integer("intermediate_size"), score_bias=f.flag("use_routing_bias"))
     elif mt in DEEPSEEK_MOE:
         first_dense = f.integer("first_k_dense_replace", default=0, minimum=0, why="DeepSeek default")
         freq = f.integer("moe_layer_freq", default=1, why="DeepSeek default")
-        if f.opt_int("n_routed_experts") and i >= first_dense and i % freq == 0:
+        sparse = bool(f.opt_int("n_routed_experts")) and i >= first_dense and i % freq == 0
+        types = f.str_list("mlp_layer_types", f.num_layers())  # transformers' GLM-5.2 spelling
+        if types is not None and types[i] != ("sparse" if sparse else "dense"):
+            experts = f.opt_int("n_routed_experts")
+            raise f.error(f"mlp_layer_types[{i}]", f"{types[i]!r} disagrees with "
+                          f"first_k_dense_replace = {first_dense}, moe_layer_freq = {freq} and "
+                          f"n_routed_experts = {experts} (vLLM follows those)")
+        if sparse:
             moe_inter = f.integer("moe_intermediate_size")
             inv.moe(f.integer("n_routed_experts"), f.integer("num_experts_per_tok"), moe_inter,
                     shared=moe_inter * (f.opt_int("n_shared_experts", minimum=0) or 0),
@@ -308,6 +328,9 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
                 expert_bias=True)
     elif mt in ("llama4", "llama4_text"):
         step = f.integer("interleave_moe_layer_step", default=1, why="Llama4TextConfig default")
+        f.get("use_qk_norm")  # an L2 norm without weights (vLLM Llama4Attention)
+        if step == 1:
+            f.get("intermediate_size_mlp")  # the dense MLP width: no dense layer here
         if (i + 1) % step == 0:
             inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok"),
                     f.integer("intermediate_size"), shared=f.integer("intermediate_size"))
@@ -336,6 +359,7 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
     else:
         if inter is None:
             raise f.error("intermediate_size", "missing: needed to count the MLP parameters")
+        f.get("mlp_only_layers")  # dense models: every layer is MLP-only already
         inv.mlp("mlp", inter, bias=f.flag("mlp_bias", False))
 
 
@@ -359,7 +383,7 @@ def _norms(inv: _Inventory, block: tuple) -> None:
             inv.norm("post_attention_layernorm", h)
         return
     if mt in ("mamba", "falcon_mamba", "mamba2", "mamba_ssm", "nemotron_h"):
-        inv.norm("norm", h)
+        inv.norm("norm", h, _mamba_ssm_layernorm(inv.f, mt))
     elif mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
         new = inv.f.flag("new_decoder_architecture", mt == "RefinedWeb")
         two = new and (inv.f.opt_int("num_ln_in_parallel_attn") or 2) == 2
@@ -376,6 +400,14 @@ def _norms(inv: _Inventory, block: tuple) -> None:
             inv.norm("post_feedforward_layernorm", h)
 
 
+def _mamba_ssm_layernorm(f: Fields, mt: str) -> bool:
+    """mamba_ssm's ``rms_norm`` false selects LayerNorm (a bias per norm); the HF Mamba
+    classes carry the key along and always use RMSNorm."""
+    if mt in ("mamba", "falcon_mamba", "mamba2"):
+        f.get("rms_norm")
+    return mt == "mamba_ssm" and not f.flag("rms_norm", True)
+
+
 def _siglip_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
     """SigLIP vision encoder + Gemma-3's projector (transformers ``SiglipVisionModel``,
     ``Gemma3MultiModalProjector``): patch conv, position embeddings, per layer q/k/v/o and
@@ -384,6 +416,9 @@ def _siglip_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
     6,194,304 = 423,060,336, the published total minus the text model."""
     h, inter = v.integer("hidden_size"), v.integer("intermediate_size")
     patch, image = v.integer("patch_size"), v.integer("image_size")
+    if v.flag("vision_use_head"):  # Gemma-3's checkpoints have no attention-pooling head
+        raise v.error("vision_use_head", "true: SigLIP's pooling head is not counted; pass "
+                      "--weight-memory")
     inv.add("vision.patch_embedding.weight", h, 3 * patch * patch)
     inv.add("vision.patch_embedding.bias", h)
     inv.add("vision.position_embedding", (image // patch) ** 2, h)
@@ -436,6 +471,15 @@ def weight_inventory(model: Model) -> Weights:
         vocab = f.integer("vocab_size", default=VOCAB_DEFAULTS[mt], why=f"{mt} config class default")
     else:
         vocab = f.integer("vocab_size")
+    pad = f.integer("pad_vocab_size_multiple", default=8, why="mamba_ssm MambaConfig default") \
+        if mt == "mamba_ssm" else None
+    if pad:  # mamba_ssm's MambaLMHeadModel pads the embedding rows (50,277 -> 50,288 by 16)
+        vocab = cdiv(vocab, pad) * pad
+    elif mt in ("mamba", "falcon_mamba"):
+        f.get("pad_vocab_size_multiple")  # HF-format checkpoints carry the padded vocab_size
+    if mt == "mamba_ssm" and f.opt_int("d_intermediate", minimum=0):
+        raise f.error("d_intermediate", "mamba_ssm blocks with an MLP are not counted; pass "
+                      "--weight-memory")
     inv = _Inventory(f, mt, hidden)
     inv.place = "embed"
     inv.add("embed_tokens", vocab, hidden, shard="vocab")
@@ -452,9 +496,11 @@ def weight_inventory(model: Model) -> Weights:
             continue
         _ffn(inv, i, block, pattern)
     inv.place = "head"
-    inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS)
-    tied = f.flag("tie_word_embeddings", TIE_DEFAULTS.get(mt, False)) or (
-        mt == "mamba_ssm" and f.flag("tie_embeddings", True))
+    inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS or _mamba_ssm_layernorm(f, mt))
+    if mt == "mamba_ssm":  # mamba_ssm MambaConfig: tie_embeddings, default True
+        tied = f.flag("tie_embeddings", True)
+    else:
+        tied = f.flag("tie_word_embeddings", TIE_DEFAULTS.get(mt, False))
     if not tied:
         inv.add("lm_head", vocab, hidden, shard="vocab")
     notes: list[str] = []
@@ -483,6 +529,9 @@ def weight_inventory(model: Model) -> Weights:
         extra_name = f"MTP module (num_nextn_predict_layers={mtp}), loaded only as a speculative draft"
     qmtp = (f.opt_int("mtp_num_hidden_layers", minimum=0, maximum=MAX_MTP_LAYERS) or 0) \
         if mt in QWEN35 else 0
+    if mt in QWEN35 and f.flag("mtp_use_dedicated_embeddings"):
+        raise f.error("mtp_use_dedicated_embeddings", "true: an MTP block with its own embeddings "
+                      "is not counted; pass --weight-memory")
     if qmtp:  # Qwen3.5: fc + three norms + full-attention decoder layer(s), shared embeddings
         inv.place = "extra"
         full_at = next(i for i, b in enumerate(model.layers) if b and b[0].kind == "full_attention")
@@ -496,17 +545,30 @@ def weight_inventory(model: Model) -> Weights:
             _ffn(inv, full_at, model.layers[full_at], pattern)
         extra_name = f"MTP module (mtp_num_hidden_layers={qmtp}), loaded only as a speculative draft"
     vision = model.config.get("vision_config")
+    read = [f]
     if f.prefix and isinstance(vision, dict) and vision.get("model_type") == "siglip_vision_model" \
             and mt in ("gemma3", "gemma3_text"):
         inv.place = "embed"  # vLLM runs the encoder on the first pipeline stage
-        _siglip_tower(inv, Fields(vision, model.source, "vision_config."), hidden)
+        read.append(Fields(vision, model.source, "vision_config."))
+        _siglip_tower(inv, read[-1], hidden)
         notes.append("vision tower (SigLIP) and projector counted; kept in the model dtype")
     elif f.prefix and isinstance(vision, dict) and mt in QWEN35:
         inv.place = "embed"
-        _qwen_vision_tower(inv, Fields(vision, model.source, "vision_config."))
+        read.append(Fields(vision, model.source, "vision_config."))
+        _qwen_vision_tower(inv, read[-1])
         notes.append("vision tower (Qwen3-VL style) and merger counted; kept in the model dtype")
     elif f.prefix:
         notes.append("vision/audio towers of this multimodal model are not counted")
+    if mt == "minimax_m2" and f.flag("use_mtp"):  # vLLM's minimax_m2.py loads no MTP weights
+        f.opt_int("num_mtp_modules"), f.get("mtp_transformer_layers")
+        notes.append("MTP modules (use_mtp) not counted: the released M2 / M2.5 checkpoints' "
+                     "totals hold none, and vLLM loads none")
+    left = unread_weight_keys(read, model.keys_read,
+                              frozenset({"quantization_config", prefix + "quantization_config"}))
+    if left:
+        raise ConfigError(f"key(s) {', '.join(left)} shape the parameters of a {mt!r} model but "
+                          "no kvplan rule interprets them; pass --weight-memory", source=model.source,
+                          field=left[0])
     return Weights(tensors=tuple(inv.tensors), num_experts=inv.num_experts,
                    experts_per_token=inv.top_k, tied_embeddings=tied, extra_name=extra_name,
                    notes=tuple(notes))
