@@ -12,16 +12,19 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
   layers up to C - the peak - and MLA its latent) + recurrent states read and written;
 - FLOPs = B x (2 x active parameters + attention: 2 x heads x (d_k + d_v) per cached token
   per layer; MLA in absorbed form 2 x heads x (latent + kv_lora_rank));
-- time = max(bytes / (HBM bandwidth x efficiency), FLOPs / (peak x efficiency))
+- time = fixed cost per step + max(bytes / (HBM bandwidth x efficiency), FLOPs / (peak x
+  efficiency)), the routed experts' bytes and FLOPs at a further ``moe`` efficiency
   + tensor-parallel all-reduce: 2 per layer, ring ``2 (tp - 1) / tp x B x hidden x 2 B``
-  over the interconnect (x efficiency) + a per-call latency;
+  over the interconnect (x efficiency) + a per-call latency. The fixed cost, the MoE factor,
+  the all-reduce latency and the host's TTFT terms are fitted on measured serving runs
+  (``calibrations/``); uncalibrated they are 0, 1, 10 us and 0 (the pure roofline);
 - TPOT = pp x the stage time (no micro-batch overlap; the pipeline bubble is (pp - 1) / pp of
   each GPU's time); tokens/s per replica = B / TPOT.
 Prefill of a prompt of p tokens in chunks of ``max_num_batched_tokens``: FLOPs = 2 x active
 parameters x p + attention 2 x heads x (d_k + d_v) x p^2 / 2 per full layer (causal), (p^2 -
 max(p - W, 0)^2) / 2 for sliding ones (MLA prefills in decompressed form: d_k = nope + rope, d_v);
 after c cached tokens (a prefix-cache hit) the pairs are f(c + p) - f(c) of that f;
-time = max(FLOPs / peak, chunks x weights / bandwidth).
+time = chunks x fixed cost + max(FLOPs / peak, chunks x weights / bandwidth) + all-reduces.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ class Efficiency:
     interconnect: float = 0.70
     allreduce_latency_s: float = 10e-6
     source: str = "kvplan defaults"
+    #: fitted on measured serving runs (``kvplan.planning.calibration_fit``); the defaults are
+    #: the pure roofline: no fixed cost per step, experts as efficient as dense GEMMs, no host
+    #: time in TTFT
+    step_overhead_s: float = 0.0  # scheduler, sampling, kernel launches: every step
+    moe: float = 1.0  # routed experts' share of a step runs at this fraction of the above
+    host_ttft_s: float = 0.0  # API server, tokeniser: once per request
+    host_ttft_per_prompt_token_s: float = 0.0  # tokenising and transferring each prompt token
+    calibrated: bool = False  # fitted on measured serving runs (source names them)
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,7 @@ class StepModel:
     efficiency: Efficiency
     activation_bytes_per_element: int = 2
     prefill_attn_flops: tuple[KvRead, ...] | None = None  # None: as decode (MLA differs)
+    expert_flops_per_token: float = 0.0  # the routed experts' part of flops_per_token
 
 
 def kv_read_bytes(m: StepModel, n):
@@ -129,14 +141,58 @@ class Step:
     flops: Any
 
 
+@dataclass(frozen=True)
+class StepTerms:
+    """One engine step's work on the busiest GPU, before any efficiency: bytes read (dense
+    weights, routed experts hit, KV and state), FLOPs (dense with attention, routed experts) and
+    tensor-parallel all-reduces (calls, and the ring bytes each GPU sends over all of them)."""
+
+    dense_bytes: Any
+    expert_bytes: Any
+    kv_bytes: Any
+    dense_flops: Any
+    expert_flops: Any
+    comm_calls: Any
+    comm_bytes: Any
+
+
+def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
+               prefill_attn_flops_per_token=0.0) -> StepTerms:
+    """A step that decodes ``batch`` sequences at ``context`` and prefills ``prefill_tokens``
+    prompt tokens (each with ``prefill_attn_flops_per_token`` of attention) in the same pass."""
+    tokens = batch + prefill_tokens
+    calls = 0.0 if m.tp == 1 else 2.0 * m.layers
+    ring = 0.0 if m.tp == 1 else 2 * (m.tp - 1) / m.tp
+    dense_flops_per_token = m.flops_per_token - m.expert_flops_per_token
+    return StepTerms(
+        dense_bytes=m.weight_bytes + 0.0 * tokens,
+        expert_bytes=distinct_experts(m, tokens) * m.expert_bytes * m.moe_layers,
+        kv_bytes=batch * kv_read_bytes(m, context),
+        dense_flops=tokens * dense_flops_per_token + batch * attention_flops(m, context)
+        + prefill_tokens * prefill_attn_flops_per_token,
+        expert_flops=tokens * m.expert_flops_per_token,
+        comm_calls=calls + 0.0 * tokens,
+        comm_bytes=calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element)
+
+
+def step_time(m: StepModel, t: StepTerms, e: Efficiency | None = None) -> Step:
+    """Step time = fixed cost + max(memory, compute) + all-reduces, with the routed experts'
+    bytes and FLOPs at ``e.moe`` of the dense efficiency."""
+    e = e or m.efficiency
+    hbm = m.hbm_bytes_per_s * e.hbm_bandwidth
+    peak = m.flops_per_s * e.flops
+    memory_s = (t.dense_bytes + t.kv_bytes) / hbm + t.expert_bytes / (hbm * e.moe)
+    compute_s = t.dense_flops / peak + t.expert_flops / (peak * e.moe)
+    comm_s = t.comm_calls * e.allreduce_latency_s + t.comm_bytes / (
+        m.link_bytes_per_s * e.interconnect)
+    seconds = e.step_overhead_s + _max(memory_s, compute_s) + comm_s
+    return Step(seconds, memory_s, compute_s, comm_s,
+                t.dense_bytes + t.expert_bytes + t.kv_bytes, t.kv_bytes,
+                t.dense_flops + t.expert_flops)
+
+
 def decode_step(m: StepModel, batch, context) -> Step:
-    kv = batch * kv_read_bytes(m, context)
-    moved = m.weight_bytes + distinct_experts(m, batch) * m.expert_bytes * m.moe_layers + kv
-    flops = batch * (m.flops_per_token + attention_flops(m, context))
-    memory_s = moved / (m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
-    compute_s = flops / (m.flops_per_s * m.efficiency.flops)
-    comm_s = allreduce_s(m, batch)
-    return Step(_max(memory_s, compute_s) + comm_s, memory_s, compute_s, comm_s, moved, kv, flops)
+    return step_time(m, step_terms(m, batch, context))
 
 
 def tpot_s(m: StepModel, batch, context):
@@ -164,12 +220,23 @@ def prefill_s(m: StepModel, prompt_tokens, chunk_tokens, cached_tokens=0):
         pairs = _causal_pairs(cached_tokens + prompt_tokens, r.cap_tokens) - _causal_pairs(
             cached_tokens, r.cap_tokens)
         attn = attn + r.bytes_per_token * pairs / prompt_tokens
-    flops = prompt_tokens * (m.flops_per_token + attn)
+    e = m.efficiency
+    dense_flops = prompt_tokens * (m.flops_per_token - m.expert_flops_per_token + attn)
+    expert_flops = prompt_tokens * m.expert_flops_per_token
     chunks = -(-prompt_tokens // chunk_tokens)
-    compute_s = flops / (m.flops_per_s * m.efficiency.flops)
-    memory_s = chunks * (m.weight_bytes + m.expert_bytes * m.moe_layers * m.num_experts) / (
-        m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
-    return m.pp * (_max(compute_s, memory_s) + allreduce_s(m, prompt_tokens))
+    peak = m.flops_per_s * e.flops
+    hbm = m.hbm_bytes_per_s * e.hbm_bandwidth
+    compute_s = dense_flops / peak + expert_flops / (peak * e.moe)
+    memory_s = chunks * (m.weight_bytes / hbm
+                         + m.expert_bytes * m.moe_layers * m.num_experts / (hbm * e.moe))
+    return m.pp * (chunks * e.step_overhead_s + _max(compute_s, memory_s)
+                   + allreduce_s(m, prompt_tokens))
+
+
+def host_ttft_s(m: StepModel, prompt_tokens):
+    """The host's share of TTFT (API server, tokeniser): calibrated, 0 uncalibrated."""
+    e = m.efficiency
+    return e.host_ttft_s + e.host_ttft_per_prompt_token_s * prompt_tokens
 
 
 def compute_bound_batch(m: StepModel, context) -> float:

@@ -84,7 +84,8 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
     n_moe = len(moe_layers[s])
     per_expert_bytes = float(expert_bytes[s]) / n_moe if n_moe else 0.0
     per_expert_params = expert_params[s] / n_moe if n_moe else 0.0
-    active = dense_params[s] + w.experts_per_token * per_expert_params * n_moe
+    expert_active = w.experts_per_token * per_expert_params * n_moe
+    active = dense_params[s] + expert_active
 
     costs: dict[int, tuple[LayerCost, int]] = {}
     for i in pp_stages(layers, pp)[s]:
@@ -119,4 +120,5 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         pp=pp, hbm_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
         flops_per_s=float(gpu.dense_flops_per_s[dtype]),
         link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
-        efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn))
+        efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn),
+        expert_flops_per_token=2.0 * expert_active)

@@ -1,0 +1,296 @@
+"""Measured serving benchmarks -> ``MeasuredRun`` rows, from the files people already have:
+
+- ``vllm bench serve --save-result`` JSON (and the older ``benchmark_serving.py`` JSON): one
+  run per file. It does not record the GPU or the parallelism: pass them when benchmarking
+  (``--metadata gpu=h200-sxm tp=8``, saved into the file) or to kvplan (``--meta gpu=...``).
+- SGLang ``bench_serving`` JSONL (``--output-file``): one run per line, the same fields.
+- AIConfigurator's silicon CSV (``silicon_sample.csv`` of the ``aiconfigurator-core`` wheel,
+  Apache-2.0): one run per row, TTFT and TPOT measured, no KV dtype and no throughput.
+- kvplan CSV (docs/benchmarks.md): ``model, gpu, engine, engine_version, tp, pp,
+  weight_dtype, kv_dtype, prompt_tokens, output_tokens, concurrency, num_prompts, ttft_ms,
+  tpot_ms, output_tokens_per_s, group``.
+
+A row that cannot be read is a ``RowProblem`` naming the file, row and field; the other rows
+are still read. A file that is no benchmark at all is one ``BenchmarkFileError``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+from pathlib import Path
+
+from ..core.benchmark import MeasuredRun, RowProblem
+from ..core.errors import KvplanError
+
+MAX_FILE_BYTES = 64 * 2**20
+MAX_ROWS = 200_000
+META_KEYS = ("model", "gpu", "engine", "engine_version", "tp", "pp", "weight_dtype", "kv_dtype",
+             "group")
+KVPLAN_COLUMNS = ("model", "gpu", "engine", "engine_version", "tp", "pp", "weight_dtype",
+                  "kv_dtype", "prompt_tokens", "output_tokens", "concurrency", "num_prompts",
+                  "ttft_ms", "tpot_ms", "output_tokens_per_s", "group")
+ENGINES = ("vllm", "sglang", "trtllm")
+
+#: AIConfigurator's system names -> kvplan GPU keys (hardware_specs/)
+AIC_SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200",
+               "b300_sxm": "b300", "gb200": "gb200", "a100_sxm": "a100-80gb-sxm",
+               "l40s": "l40s"}
+#: AIConfigurator's quant modes -> kvplan weight dtypes (None: the checkpoint's own format)
+AIC_QUANT = {"": None, "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block",
+             "nvfp4": "nvfp4", "int4_wo": None}
+AIC_KV_NOTE = ("silicon_sample.csv records no KV-cache dtype: predicted with the engine's "
+               "default (auto: the model's dtype)")
+
+
+class BenchmarkFileError(KvplanError):
+    """A benchmark file that cannot be read at all, or is in no format kvplan knows."""
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, message: str):
+        self.field, self.message = field, message
+
+
+def _positive_int(value, field: str) -> int:
+    text = str(value).strip()
+    try:
+        f = float(text)
+    except ValueError:
+        raise _Bad(field, f"expected a positive whole number, got {text!r}") from None
+    if not math.isfinite(f) or f <= 0 or f != int(f) or f > 10**9:
+        raise _Bad(field, f"expected a positive whole number, got {text!r}")
+    return int(f)
+
+
+def _positive(value, field: str, scale: float = 1.0) -> float:
+    text = str(value).strip()
+    try:
+        f = float(text)
+    except ValueError:
+        raise _Bad(field, f"expected a positive number, got {text!r}") from None
+    if not math.isfinite(f) or f <= 0 or f > 1e12:
+        raise _Bad(field, f"expected a positive number, got {text!r}")
+    return f * scale
+
+
+def _optional(row: dict, key: str, fn, *args):
+    value = row.get(key)
+    if value is None or str(value).strip() == "":
+        return None
+    return fn(value, key, *args)
+
+
+def _group(*parts: str) -> str:
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:10]
+
+
+def _engine(value, field: str) -> str:
+    e = str(value).strip().lower()
+    if e not in ENGINES:
+        raise _Bad(field, f"unknown engine {value!r}; use {', '.join(ENGINES)}")
+    return e
+
+
+def _aic_row(r: dict, where: str) -> MeasuredRun:
+    if r.get("mode") != "agg":
+        raise _Bad("mode", f"{r.get('mode')!r}: only aggregated serving (mode agg) is "
+                   "re-predicted; disaggregated prefill/decode workers are not modelled yet")
+    for key in ("attention_dp_size", "moe_ep_size"):
+        if (r.get(key) or "1").strip() not in ("1", "0", ""):
+            raise _Bad(key, f"{r[key]}: expert parallelism and attention data parallelism are "
+                       "not modelled yet")
+    system = (r.get("system") or "").strip()
+    if system not in AIC_SYSTEMS:
+        raise _Bad("system", f"unknown GPU {system!r} (kvplan knows "
+                   f"{', '.join(sorted(AIC_SYSTEMS))})")
+    model = (r.get("model_path") or "").strip()
+    if not model:
+        raise _Bad("model_path", "missing")
+    assumptions = [AIC_KV_NOTE]
+    moe_q = (r.get("moe_quant_mode") or "").strip()
+    gemm_q = (r.get("gemm_quant_mode") or "").strip()
+    quant = moe_q or gemm_q
+    if quant not in AIC_QUANT:
+        raise _Bad("moe_quant_mode", f"unknown quantisation {quant!r}")
+    weight = AIC_QUANT[quant]
+    if quant == "int4_wo":
+        assumptions.append("int4_wo: the checkpoint's own int4 format")
+    if model.startswith("openai/gpt-oss") and quant == "nvfp4":
+        weight = None  # gpt-oss ships its experts in mxfp4; the fp4 runs serve that checkpoint
+        assumptions.append("gpt-oss fp4: the checkpoint's own mxfp4 experts")
+    if moe_q and gemm_q and moe_q != gemm_q:
+        assumptions.append(f"weights {moe_q} throughout (the run used {gemm_q} GEMMs outside "
+                           "the experts)")
+    source = r.get("silicon_data_source") or ""
+    conc = re.search(r"silicon_concurrency=(\d+)", source)
+    concurrency = _positive_int(conc.group(1) if conc else r.get("batch_size"), "batch_size")
+    sweep = re.search(r"(workflow_run_id=\d+|source_file=[^;]+)", source)
+    tp = _positive_int(r.get("tp_size"), "tp_size")
+    isl = _positive_int(r.get("isl"), "isl")
+    osl = _positive_int(r.get("osl"), "osl")
+    ttft = _positive(r.get("silicon_ttft_ms"), "silicon_ttft_ms", 1e-3)
+    tpot = _positive(r.get("silicon_tpot_ms"), "silicon_tpot_ms", 1e-3)
+    return MeasuredRun(
+        source=where, model=model, gpu=AIC_SYSTEMS[system], engine=_engine(r.get("backend"), "backend"),
+        engine_version=(r.get("backend_version") or "").strip(), tp=tp,
+        pp=_positive_int(r.get("pp_size") or 1, "pp_size"), weight_dtype=weight,
+        prompt_tokens=isl, output_tokens=osl, concurrency=concurrency, ttft_s=ttft, tpot_s=tpot,
+        output_tokens_per_s=concurrency * osl / (ttft + (osl - 1) * tpot),
+        throughput_derived=True,
+        group=_group(sweep.group(1) if sweep else source, model, system, str(r.get("backend")),
+                     str(tp), quant),
+        assumptions=tuple(assumptions))
+
+
+def _kvplan_row(r: dict, where: str) -> MeasuredRun:
+    for key in ("model", "gpu"):
+        if not (r.get(key) or "").strip():
+            raise _Bad(key, "missing")
+    conc = _optional(r, "concurrency", _positive_int)
+    if conc is None:
+        raise _Bad("concurrency", "missing (closed-loop runs at fixed concurrency are re-predicted)")
+    ttft = _optional(r, "ttft_ms", _positive, 1e-3)
+    tpot = _optional(r, "tpot_ms", _positive, 1e-3)
+    tput = _optional(r, "output_tokens_per_s", _positive)
+    if ttft is None and tpot is None and tput is None:
+        raise _Bad("ttft_ms", "no measurement (give ttft_ms, tpot_ms or output_tokens_per_s)")
+    return MeasuredRun(
+        source=where, model=r["model"].strip(), gpu=r["gpu"].strip(),
+        engine=_engine(r.get("engine") or "", "engine"),
+        engine_version=(r.get("engine_version") or "").strip(),
+        tp=_optional(r, "tp", _positive_int) or 1, pp=_optional(r, "pp", _positive_int) or 1,
+        weight_dtype=(r.get("weight_dtype") or "").strip() or None,
+        kv_dtype=(r.get("kv_dtype") or "").strip() or "auto",
+        prompt_tokens=_positive_int(r.get("prompt_tokens"), "prompt_tokens"),
+        output_tokens=_positive_int(r.get("output_tokens"), "output_tokens"),
+        concurrency=conc, num_prompts=_optional(r, "num_prompts", _positive_int),
+        ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=tput,
+        group=(r.get("group") or "").strip() or where.rsplit(":", 1)[0])
+
+
+def _serving_json_row(d: dict, where: str, fmt: str, meta: dict[str, str]) -> MeasuredRun:
+    """A ``vllm bench serve`` result or one SGLang ``bench_serving`` line."""
+    fields = {**{k: d[k] for k in META_KEYS if k in d and d[k] not in (None, "")}, **meta}
+    if "model" not in fields and d.get("model_id"):
+        fields["model"] = d["model_id"]
+    if "engine" not in fields and str(d.get("backend", "")).lower() in ENGINES:
+        fields["engine"] = d["backend"]
+    for key in ("model", "gpu", "engine"):
+        if key not in fields:
+            hint = ("run `vllm bench serve --metadata " if fmt == "vllm" else "pass `--meta ")
+            raise _Bad(key, f"missing: the {fmt} result does not record it; {hint}{key}=...`")
+    completed = _positive_int(d.get("completed"), "completed")
+    conc = d.get("max_concurrency")
+    rate = d.get("request_rate")
+    if conc in (None, "", 0):
+        raise _Bad("max_concurrency", f"missing (request_rate {rate!r}): open-loop runs are not "
+                   "re-predicted yet; benchmark with --max-concurrency")
+    concurrency = _positive_int(conc, "max_concurrency")
+    isl = _positive(d.get("total_input_tokens"), "total_input_tokens") / completed
+    osl = _positive(d.get("total_output_tokens"), "total_output_tokens") / completed
+    return MeasuredRun(
+        source=where, model=str(fields["model"]), gpu=str(fields["gpu"]),
+        engine=_engine(fields["engine"], "engine"),
+        engine_version=str(fields.get("engine_version", "")),
+        tp=_positive_int(fields.get("tp", 1), "tp"), pp=_positive_int(fields.get("pp", 1), "pp"),
+        weight_dtype=fields.get("weight_dtype") or None, kv_dtype=fields.get("kv_dtype") or "auto",
+        prompt_tokens=max(1, round(isl)), output_tokens=max(1, round(osl)),
+        concurrency=concurrency, num_prompts=_optional(d, "num_prompts", _positive_int),
+        ttft_s=_optional(d, "mean_ttft_ms", _positive, 1e-3),
+        tpot_s=_optional(d, "mean_tpot_ms", _positive, 1e-3),
+        output_tokens_per_s=_optional(d, "output_throughput", _positive),
+        group=str(fields.get("group") or where.rsplit(":", 1)[0]))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise BenchmarkFileError(f"{size:,} bytes is over the {MAX_FILE_BYTES:,}-byte limit "
+                                     "of a benchmark file", source=str(path))
+        return path.read_bytes().decode("utf-8-sig")
+    except OSError as e:
+        raise BenchmarkFileError(f"cannot read: {e.strerror}", source=str(path)) from None
+    except UnicodeDecodeError:
+        raise BenchmarkFileError("not UTF-8 text", source=str(path)) from None
+
+
+def _csv_rows(text: str, path: Path):
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        rows = []
+        for i, r in enumerate(reader, start=2):
+            if i > MAX_ROWS + 1:
+                raise BenchmarkFileError(f"more than {MAX_ROWS:,} rows", source=str(path))
+            rows.append((i, r))
+    except csv.Error as e:
+        raise BenchmarkFileError(f"malformed CSV ({e})", source=str(path)) from None
+    return header, rows
+
+
+def read_benchmarks(path: Path, meta: dict[str, str] | None = None
+                    ) -> tuple[list[MeasuredRun], list[RowProblem]]:
+    """Every row of one benchmark file, and the rows that could not be read."""
+    meta = meta or {}
+    text = _read_text(path)
+    runs: list[MeasuredRun] = []
+    problems: list[RowProblem] = []
+
+    def take(where: str, fn, *args):
+        try:
+            runs.append(fn(*args))
+        except _Bad as b:
+            problems.append(RowProblem(where, b.field, b.message))
+
+    name = path.name.lower()
+    if name.endswith(".csv"):
+        header, rows = _csv_rows(text, path)
+        if "silicon_tpot_ms" in header:
+            for i, r in rows:
+                take(f"{path}:{i}", _aic_row, r, f"{path}:{i}")
+            return runs, problems
+        unknown = [h for h in header if h not in KVPLAN_COLUMNS]
+        if not header or unknown or "model" not in header:
+            raise BenchmarkFileError(
+                f"not a benchmark CSV kvplan knows (unknown column(s) {', '.join(unknown[:5])}); "
+                "expected AIConfigurator's silicon CSV or kvplan's columns "
+                f"({', '.join(KVPLAN_COLUMNS)})" if unknown else
+                "not a benchmark CSV kvplan knows (no model column)", source=str(path))
+        for i, r in rows:
+            take(f"{path}:{i}", _kvplan_row, {**r, **meta}, f"{path}:{i}")
+        return runs, problems
+    if name.endswith(".jsonl"):
+        for i, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            if i > MAX_ROWS:
+                raise BenchmarkFileError(f"more than {MAX_ROWS:,} lines", source=str(path))
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                problems.append(RowProblem(f"{path}:{i}", "line", f"not JSON ({e.msg})"))
+                continue
+            if not isinstance(d, dict):
+                problems.append(RowProblem(f"{path}:{i}", "line", "not a JSON object"))
+                continue
+            take(f"{path}:{i}", _serving_json_row, d, f"{path}:{i}", "sglang", meta)
+        return runs, problems
+    if name.endswith(".json"):
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BenchmarkFileError(f"not JSON ({e.msg}, line {e.lineno})", source=str(path)) from None
+        if not isinstance(d, dict) or not ({"mean_tpot_ms", "mean_ttft_ms"} & set(d)):
+            raise BenchmarkFileError("not a `vllm bench serve --save-result` JSON (no mean_ttft_ms "
+                                     "or mean_tpot_ms)", source=str(path))
+        take(f"{path}:1", _serving_json_row, d, f"{path}:1", "vllm", meta)
+        return runs, problems
+    raise BenchmarkFileError("format not recognised: expected .json (vllm bench serve), .jsonl "
+                             "(SGLang bench_serving) or .csv (AIConfigurator silicon or kvplan "
+                             "columns)", source=str(path))
