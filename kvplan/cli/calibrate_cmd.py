@@ -8,13 +8,85 @@ from typing import Annotated
 import typer
 
 
+DEFAULT_BY = "gpu,engine,family,tp,concurrency"
+
+
+def _meta(items: list[str] | None) -> dict[str, str]:
+    from ..core.errors import InputError
+    from ..loaders.benchmarks import META_KEYS
+
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or key not in META_KEYS or not value:
+            raise InputError(f"expected KEY=VALUE with KEY one of {', '.join(META_KEYS)}, got "
+                             f"{item!r}", field="--meta")
+        out[key] = value
+    return out
+
+
+def _files(paths: list[Path] | None, flag: str) -> list[Path]:
+    from ..core.errors import InputError
+
+    if not paths:
+        raise InputError("give one or more benchmark files", field=flag)
+    return list(paths)
+
+
+def _benchmarks(files: list[Path], as_json: bool, meta: list[str] | None, by: str,
+                uncalibrated: bool, limits: dict) -> int:
+    from ..core.errors import InputError
+    from ..planning.bench_validate import GROUPINGS, validate_benchmarks
+    from .render_bench import print_report, report_json, tolerance_verdicts
+
+    groupings = [g for g in by.split(",") if g]
+    bad = [g for g in groupings if g not in GROUPINGS]
+    if bad:
+        raise InputError(f"unknown grouping {bad[0]!r}; use {', '.join(GROUPINGS)}", field="--by")
+    for name, v in limits.items():
+        if v is not None and not 0 < v < 100:
+            raise InputError(f"expected a fraction such as 0.1, got {v}", field=f"--{name}-tolerance")
+    rep = validate_benchmarks(files, _meta(meta), uncalibrated=uncalibrated)
+    if not rep.results:
+        from .render_bench import problem_lines
+
+        first = problem_lines(rep.problems)[:1]
+        raise InputError("no row could be re-predicted" + (f"; {first[0]}" if first else ""),
+                         field="--benchmarks")
+    verdicts = tolerance_verdicts(rep, limits)
+    if as_json:
+        typer.echo(report_json(rep, verdicts))
+    else:
+        print_report(rep, groupings, verdicts)
+    return 1 if not all(verdicts.values()) else 0
+
+
 def validate(
     runs: Annotated[list[Path] | None, typer.Argument(
-        help="Run files (default: every run in calibrate/runs/).")] = None,
+        help="Run files (default: every run in calibrate/runs/); with --benchmarks, measured "
+             "serving results (vllm bench JSON, SGLang JSONL, AIConfigurator silicon CSV, "
+             "kvplan CSV).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    benchmarks: Annotated[bool, typer.Option("--benchmarks", help="The files are measured "
+                                             "serving benchmarks: re-predict every row.")] = False,
+    meta: Annotated[list[str] | None, typer.Option("--meta", help="KEY=VALUE a benchmark file "
+                                                   "does not record (gpu, tp, engine, model, ...).")] = None,
+    by: Annotated[str, typer.Option("--by", help="Group errors by: gpu, engine, family, tp, "
+                                    "concurrency, calibration (comma list).")] = DEFAULT_BY,
+    uncalibrated: Annotated[bool, typer.Option("--uncalibrated", help="Ignore calibrations "
+                                               "(the pure roofline).")] = False,
+    tpot_tolerance: Annotated[float | None, typer.Option("--tpot-tolerance", help="Exit 1 when "
+                                                         "the median |TPOT error| is above this.")] = None,
+    ttft_tolerance: Annotated[float | None, typer.Option("--ttft-tolerance")] = None,
+    throughput_tolerance: Annotated[float | None, typer.Option("--throughput-tolerance")] = None,
 ) -> int:
     """Re-predict every measured case with the current code; exit 1 when any case fails."""
     import json
+
+    if benchmarks:
+        return _benchmarks(_files(runs, "--benchmarks"), as_json, meta, by, uncalibrated,
+                           {"tpot": tpot_tolerance, "ttft": ttft_tolerance,
+                            "throughput": throughput_tolerance})
 
     from ..core.errors import InputError
     from ..loaders.run_files import default_runs
@@ -59,14 +131,31 @@ def validate(
 
 
 def calibrate(
+    files: Annotated[list[Path] | None, typer.Argument(
+        help="With --from-benchmarks: measured serving results to fit on.")] = None,
+    from_benchmarks: Annotated[bool, typer.Option("--from-benchmarks", help="Fit serving "
+                                                  "calibrations on measured benchmark files.")] = False,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Folder for the calibration "
+                                                 "files (one per GPU and engine).")] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write the fit report "
+                                                "(Markdown) here.")] = None,
+    source: Annotated[str, typer.Option("--source", help="What the files are (provenance).")] = "",
+    meta: Annotated[list[str] | None, typer.Option("--meta", help="KEY=VALUE a benchmark file "
+                                                   "does not record.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
     device: Annotated[str, typer.Option("--device", help="cpu | cuda")] = "cpu",
     models: Annotated[str, typer.Option("--models", help="Extra built-in models, comma list.")] = "",
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes.")] = False,
     distributed: Annotated[int, typer.Option("--distributed", help="Also run N local "
                                              "processes (gloo on CPU).")] = 0,
 ) -> int:
-    """Run the torch calibration harness (needs the calibrate extra) and write a run file."""
+    """Run the torch calibration harness (needs the calibrate extra) and write a run file; or,
+    with --from-benchmarks, fit serving calibrations on measured runs."""
     from ..core.errors import InputError
+
+    if from_benchmarks:
+        return _calibrate_benchmarks(_files(files, "--from-benchmarks"), out_dir, report,
+                                     source, meta, force)
 
     try:
         from calibrate.harness import main
@@ -76,3 +165,46 @@ def calibrate(
     argv = ["--device", device, "--models", models] + (["--quick"] if quick else []) + \
         (["--distributed", str(distributed)] if distributed else [])
     return main(argv)
+
+
+def _calibrate_benchmarks(files: list[Path], out_dir: Path | None, report: Path | None,
+                          source: str, meta: list[str] | None, force: bool) -> int:
+    import datetime
+
+    from ..core.errors import InputError
+    from ..planning.calibration_build import calibrate as fit_all
+    from ..report.outfile import refuse_existing, write_atomic
+    from .render import console
+    from .render_bench import calibration_markdown, problem_lines
+
+    if out_dir is None:
+        raise InputError("give the folder for the calibration files (point "
+                         "KVPLAN_CALIBRATION_PATH at it to use them)", field="--out")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir} is not a folder", field="--out")
+    if report is not None:
+        refuse_existing(report, force, "--report")
+    label = source or ", ".join(f.name for f in files)
+    date = datetime.date.today().isoformat()
+    outcome = fit_all(files, source=label, date=date, meta=_meta(meta))
+    if not outcome.documents:
+        first = problem_lines(outcome.problems)[:1]
+        raise InputError("no (GPU, engine) has enough measured rows to fit (8 in the fit half)"
+                         + (f"; {first[0]}" if first else ""), field="--from-benchmarks")
+    for name in outcome.documents:
+        refuse_existing(out_dir / name, force, "--out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = console()
+    for name, text in outcome.documents.items():
+        write_atomic(out_dir / name, text, force=force, flag="--out")
+        out.print(f"wrote {out_dir / name}")
+    if report is not None:
+        write_atomic(report, calibration_markdown(outcome, label, date), force=force,
+                     flag="--report")
+        out.print(f"wrote {report}")
+    for g in outcome.groups:
+        a = g.after["tpot"]
+        out.print(f"{g.gpu} {g.engine}: {g.rows_fit} fit rows, {g.rows_held_out} held out"
+                  + (f"; held-out TPOT median |error| {a.median_abs_error:.1%}" if g.fitted and a
+                     else "; not fitted (too few rows)"))
+    return 0

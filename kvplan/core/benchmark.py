@@ -33,6 +33,7 @@ class MeasuredRun:
     tpot_s: float | None = None
     output_tokens_per_s: float | None = None
     throughput_derived: bool = False  # True: from TTFT, TPOT and concurrency (Little's law)
+    tolerance: float | None = None  # |error| allowed on each measured value (None: report only)
     group: str = ""  # one measured sweep (source file, workflow run, config): the split unit
     assumptions: tuple[str, ...] = ()
 

@@ -60,6 +60,9 @@ class Efficiency:
     moe: float = 1.0  # routed experts' share of a step runs at this fraction of the above
     host_ttft_s: float = 0.0  # API server, tokeniser: once per request
     host_ttft_per_prompt_token_s: float = 0.0  # tokenising and transferring each prompt token
+    #: share of a benchmark's requests in its start-up wave, where the result does not say
+    #: (users / num_prompts); a property of the benchmark harness the rows came from
+    startup_share: float = 0.0
     calibrated: bool = False  # fitted on measured serving runs (source names them)
 
 

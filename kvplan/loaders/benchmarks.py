@@ -8,7 +8,8 @@
   Apache-2.0): one run per row, TTFT and TPOT measured, no KV dtype and no throughput.
 - kvplan CSV (docs/benchmarks.md): ``model, gpu, engine, engine_version, tp, pp,
   weight_dtype, kv_dtype, prompt_tokens, output_tokens, concurrency, num_prompts, ttft_ms,
-  tpot_ms, output_tokens_per_s, group``.
+  tpot_ms, output_tokens_per_s, group, tolerance`` (``tolerance``: the |error| allowed on
+  each measured value of the row; past it, ``kvplan validate`` exits 1).
 
 A row that cannot be read is a ``RowProblem`` naming the file, row and field; the other rows
 are still read. A file that is no benchmark at all is one ``BenchmarkFileError``.
@@ -33,7 +34,7 @@ META_KEYS = ("model", "gpu", "engine", "engine_version", "tp", "pp", "weight_dty
              "group")
 KVPLAN_COLUMNS = ("model", "gpu", "engine", "engine_version", "tp", "pp", "weight_dtype",
                   "kv_dtype", "prompt_tokens", "output_tokens", "concurrency", "num_prompts",
-                  "ttft_ms", "tpot_ms", "output_tokens_per_s", "group")
+                  "ttft_ms", "tpot_ms", "output_tokens_per_s", "group", "tolerance")
 ENGINES = ("vllm", "sglang", "trtllm")
 
 #: AIConfigurator's system names -> kvplan GPU keys (hardware_specs/)
@@ -170,6 +171,7 @@ def _kvplan_row(r: dict, where: str) -> MeasuredRun:
         output_tokens=_positive_int(r.get("output_tokens"), "output_tokens"),
         concurrency=conc, num_prompts=_optional(r, "num_prompts", _positive_int),
         ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=tput,
+        tolerance=_optional(r, "tolerance", _positive),
         group=(r.get("group") or "").strip() or where.rsplit(":", 1)[0])
 
 

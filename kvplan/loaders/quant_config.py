@@ -29,6 +29,7 @@ CLI_FORMATS: dict[str, dict[str, Any]] = {
     "gptq": {"scheme": "gptq", "group_size": 128},
     "int4": {"scheme": "int4", "group_size": 128, "zero_point": False},
     "mxfp4": {"scheme": "mxfp4", "experts_only": True},
+    "nvfp4": {"scheme": "nvfp4"},
     "nf4": {"scheme": "bnb_nf4", "double_quant": False},
     "int8": {"scheme": "bnb_int8"},
 }

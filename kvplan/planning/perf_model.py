@@ -19,9 +19,12 @@ from .fit_types import FitResult
 
 
 def compute_dtype(gpu: GpuSpec, weight_scheme: str) -> str:
-    """The GEMM dtype: fp8 weights run fp8 GEMMs where the GPU has them; else bf16."""
+    """The GEMM dtype: fp8 weights run fp8 GEMMs where the GPU has them, fp4 weights (nvfp4,
+    mxfp4) fp4 GEMMs where it has those (Blackwell); else bf16 (weight-only kernels)."""
     if weight_scheme.startswith("fp8") and "fp8" in gpu.dense_flops_per_s:
         return "fp8"
+    if weight_scheme in ("nvfp4", "mxfp4") and "fp4" in gpu.dense_flops_per_s:
+        return "fp4"
     return "bf16"
 
 

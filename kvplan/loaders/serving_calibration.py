@@ -1,0 +1,89 @@
+"""Fitted serving calibrations (``calibrations/<gpu>--<engine>.json``, written by ``kvplan
+calibrate --from-benchmarks``): the efficiencies of ``kvplan.core.perf.Efficiency`` for one
+(GPU, engine), with their provenance (source, rows, split, date, fit error, held-out error).
+``KVPLAN_CALIBRATION_PATH`` folders are searched first. Used automatically for that GPU and
+engine; where none exists the output says the figures are uncalibrated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from ..core.errors import KvplanError
+from ..core.perf import Efficiency
+from .data_dirs import data_dir
+
+SCHEMA = "kvplan-serving-calibration"
+VERSION = 1
+FIELDS = ("hbm_bandwidth", "flops", "interconnect", "moe", "step_overhead_s",
+          "allreduce_latency_s", "host_ttft_s", "host_ttft_per_prompt_token_s", "startup_share")
+FRACTIONS = ("hbm_bandwidth", "flops", "interconnect", "moe")
+
+
+class CalibrationFileError(KvplanError):
+    """A calibration file that is unreadable, of another schema, or holds an impossible value."""
+
+
+def calibration_dirs() -> list[Path]:
+    extra = [Path(p).expanduser() for p in os.environ.get("KVPLAN_CALIBRATION_PATH", "").split(
+        os.pathsep) if p]
+    return [*extra, data_dir("calibrations")]
+
+
+def file_name(gpu: str, engine: str) -> str:
+    return f"{gpu}--{engine}.json"
+
+
+def read_calibration(path: Path) -> tuple[Efficiency, dict]:
+    """The efficiency and provenance a calibration file holds; anything else is an error
+    naming the file and field."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CalibrationFileError(f"cannot read: {e.strerror}", source=str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CalibrationFileError(f"corrupt ({type(e).__name__})", source=str(path)) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise CalibrationFileError(f"not a kvplan serving calibration (schema {SCHEMA!r})",
+                                   source=str(path), field="schema")
+    if doc.get("version") != VERSION:
+        raise CalibrationFileError(f"version {doc.get('version')!r}; this kvplan reads {VERSION}",
+                                   source=str(path), field="version")
+    eff = doc.get("efficiency")
+    if not isinstance(eff, dict):
+        raise CalibrationFileError("expected an object", source=str(path), field="efficiency")
+    values = {}
+    for key in FIELDS:
+        v = eff.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise CalibrationFileError(f"expected a non-negative number, got {v!r}",
+                                       source=str(path), field=f"efficiency.{key}")
+        if key in FRACTIONS and not 0 < v <= 1:
+            raise CalibrationFileError(f"expected a fraction in (0, 1], got {v!r}",
+                                       source=str(path), field=f"efficiency.{key}")
+        if key == "startup_share" and v > 1:
+            raise CalibrationFileError(f"expected a share in [0, 1], got {v!r}",
+                                       source=str(path), field=f"efficiency.{key}")
+        values[key] = float(v)
+    unknown = sorted(set(eff) - set(FIELDS))
+    if unknown:
+        raise CalibrationFileError(f"unknown key(s) {', '.join(unknown)}", source=str(path),
+                                   field="efficiency")
+    prov: dict = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
+    held = prov.get("held_out") if isinstance(prov.get("held_out"), dict) else {}
+    label = (f"calibration {path.name} ({prov.get('rows_fit', '?')} measured rows of "
+             f"{prov.get('source', 'unnamed source')}, fitted {prov.get('date', '?')}; held-out "
+             f"TPOT median error {held.get('tpot_median_abs_error', '?')})")
+    return Efficiency(**values, source=label, calibrated=True), doc
+
+
+def serving_calibration(gpu: str, engine: str) -> Efficiency | None:
+    """The calibration for (``gpu``, ``engine``), or None when there is none."""
+    for folder in calibration_dirs():
+        path = folder / file_name(gpu, engine)
+        if path.is_file():
+            return read_calibration(path)[0]
+    return None

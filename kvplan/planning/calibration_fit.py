@@ -1,0 +1,175 @@
+"""Fit the performance model's efficiencies on measured serving runs, per (GPU, engine).
+
+Seven terms, each named in every output that uses them (``kvplan.core.perf.Efficiency``):
+HBM efficiency, FLOP efficiency, the MoE factor on routed experts, a fixed cost per engine
+step, the all-reduce latency per call, and the host's TTFT (per request and per prompt
+token). The loss is the mean squared log error of TPOT and of TTFT (so +10% and -10% weigh
+alike); Nelder-Mead (numpy only) from a grid of starts, each term kept in its range by a
+transform (efficiencies through a logistic, times through an exponential).
+
+Held-out accuracy: rows are split by measured sweep (``MeasuredRun.group``: one source file,
+workflow run or config), never by random rows; the fit sees one half, errors are reported on
+the other (``split``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..core.perf import Efficiency
+from .bench_predict import RowTerms
+
+PARAMS = ("hbm_bandwidth", "flops", "moe", "step_overhead_s", "allreduce_latency_s",
+          "host_ttft_s", "host_ttft_per_prompt_token_s", "startup_share")
+# efficiencies in (LOW, 1]; times in seconds between these bounds
+EFF_LOW = 0.05
+TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "allreduce_latency_s": (1e-6, 2e-4),
+              "host_ttft_s": (1e-5, 2.0), "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
+TTFT_WEIGHT = 0.5
+MIN_ROWS = 8
+
+
+def held_out(t: RowTerms) -> bool:
+    """The split: half the measured sweeps (by a stable hash of the sweep) are held out."""
+    import hashlib
+
+    return int(hashlib.sha1(t.run.group.encode()).hexdigest(), 16) % 2 == 1
+
+
+class _Arrays:
+    """The rows' terms as numpy arrays (one entry per row)."""
+
+    def __init__(self, rows: list[RowTerms]):
+        def col(fn):
+            return np.array([float(fn(t)) for t in rows])
+
+        self.n = len(rows)
+        for name, terms in (("d", lambda t: t.decode), ("m", lambda t: t.mixed),
+                            ("b", lambda t: t.burst)):
+            setattr(self, name + "_mem", col(lambda t, f=terms: f(t).dense_bytes + f(t).kv_bytes))
+            setattr(self, name + "_emem", col(lambda t, f=terms: f(t).expert_bytes))
+            setattr(self, name + "_flops", col(lambda t, f=terms: f(t).dense_flops))
+            setattr(self, name + "_eflops", col(lambda t, f=terms: f(t).expert_flops))
+            setattr(self, name + "_calls", col(lambda t, f=terms: f(t).comm_calls))
+            setattr(self, name + "_comm", col(lambda t, f=terms: f(t).comm_bytes))
+        self.hbm = col(lambda t: t.step.hbm_bytes_per_s)
+        self.peak = col(lambda t: t.step.flops_per_s)
+        self.link = col(lambda t: t.step.link_bytes_per_s)
+        self.pp = col(lambda t: t.step.pp)
+        self.share = col(lambda t: t.shape.chunk_share)
+        self.chunks = col(lambda t: t.shape.chunks)
+        self.users = col(lambda t: t.shape.users)
+        self.slots = col(lambda t: t.shape.slots)
+        self.osl = col(lambda t: t.shape.output_tokens)
+        self.isl = col(lambda t: t.run.prompt_tokens)
+        self.burst_steps = col(lambda t: t.shape.burst_steps)
+        self.known_share = np.array([np.nan if t.shape.startup_share is None
+                                     else t.shape.startup_share for t in rows])
+        self.tpot = np.array([t.run.tpot_s or np.nan for t in rows])
+        self.ttft = np.array([t.run.ttft_s or np.nan for t in rows])
+
+    def step(self, p: str, e: Efficiency):
+        hbm = self.hbm * e.hbm_bandwidth
+        peak = self.peak * e.flops
+        g = getattr
+        mem = g(self, p + "_mem") / hbm + g(self, p + "_emem") / (hbm * e.moe)
+        comp = g(self, p + "_flops") / peak + g(self, p + "_eflops") / (peak * e.moe)
+        comm = g(self, p + "_calls") * e.allreduce_latency_s + g(self, p + "_comm") / (
+            self.link * e.interconnect)
+        return self.pp * (e.step_overhead_s + np.maximum(mem, comp) + comm)
+
+    def times(self, e: Efficiency):
+        """(TTFT, TPOT) of every row: ``kvplan.core.serving.loop_times`` on arrays."""
+        from ..core.serving import LoopShape, loop_times
+
+        shape = LoopShape(self.users, self.slots, self.isl, self.osl, self.chunks, None, None,
+                          self.share, self.burst_steps)
+        share = np.where(np.isnan(self.known_share), e.startup_share, self.known_share)
+        lt = loop_times(shape, self.step("d", e), self.step("m", e), self.step("b", e),
+                        e.host_ttft_s + e.host_ttft_per_prompt_token_s * self.isl, share)
+        return lt.ttft_s, lt.tpot_s
+
+
+def _decode(x: np.ndarray, base: Efficiency) -> Efficiency:
+    values: dict = {}
+    for name, v in zip(PARAMS, x, strict=True):
+        if name in TIME_RANGE:
+            lo, hi = TIME_RANGE[name]
+            values[name] = float(lo * (hi / lo) ** (1 / (1 + np.exp(-v))))
+        elif name == "startup_share":
+            values[name] = float(1 / (1 + np.exp(-v)))
+        else:
+            values[name] = float(EFF_LOW + (1 - EFF_LOW) / (1 + np.exp(-v)))
+    return replace(base, **values)
+
+
+def _loss(a: _Arrays, e: Efficiency) -> float:
+    ttft, tpot = a.times(e)
+    lt = np.log(tpot / a.tpot)
+    lf = np.log(ttft / a.ttft)
+    lt = lt[np.isfinite(lt)]
+    lf = lf[np.isfinite(lf)]
+    return float((lt @ lt) / max(len(lt), 1) + TTFT_WEIGHT * (lf @ lf) / max(len(lf), 1))
+
+
+def _nelder_mead(f, x0: np.ndarray, step: float = 1.0, iters: int = 600) -> tuple[np.ndarray, float]:
+    n = len(x0)
+    pts = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts = [pts[i] for i in order]
+        vals = [vals[i] for i in order]
+        centre = np.mean(pts[:-1], axis=0)
+        refl = centre + (centre - pts[-1])
+        fr = f(refl)
+        if fr < vals[0]:
+            exp = centre + 2 * (centre - pts[-1])
+            fe = f(exp)
+            pts[-1], vals[-1] = (exp, fe) if fe < fr else (refl, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = refl, fr
+        else:
+            con = centre + 0.5 * (pts[-1] - centre)
+            fc = f(con)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = con, fc
+            else:
+                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+        if abs(vals[-1] - vals[0]) < 1e-10:
+            break
+    i = int(np.argmin(vals))
+    return pts[i], vals[i]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    efficiency: Efficiency
+    rows: int
+    loss: float
+
+
+def fit(rows: list[RowTerms], source: str) -> Fitted:
+    """The efficiency that best predicts ``rows`` (at least ``MIN_ROWS``)."""
+    a = _Arrays(rows)
+    base = Efficiency(source=source, calibrated=True)
+
+    def f(x):
+        return _loss(a, _decode(x, base))
+
+    best = None
+    for start in (np.zeros(len(PARAMS)), np.array([1.5, 0.0, -0.5, 0.0, 0.0, -1.0, -1.0, -2.0]),
+                  np.array([0.5, -1.0, -1.5, 1.0, 1.0, 0.5, 0.5, -1.0])):
+        x, v = _nelder_mead(f, start)
+        x, v = _nelder_mead(f, x, step=0.3)
+        if best is None or v < best[1]:
+            best = (x, v)
+    assert best is not None
+    return Fitted(_decode(best[0], base), len(rows), best[1])
+
+
+def predicted_times(rows: list[RowTerms], e: Efficiency) -> tuple[np.ndarray, np.ndarray]:
+    return _Arrays(rows).times(e)
