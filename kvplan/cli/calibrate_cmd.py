@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-
 DEFAULT_BY = "gpu,engine,family,tp,concurrency"
 
 

@@ -2,7 +2,9 @@
 calibrate --from-benchmarks``): the efficiencies of ``kvplan.core.perf.Efficiency`` for one
 (GPU, engine), with their provenance (source, rows, split, date, fit error, held-out error).
 ``KVPLAN_CALIBRATION_PATH`` folders are searched first. Used automatically for that GPU and
-engine; where none exists the output says the figures are uncalibrated.
+engine; where none exists the output says the figures are uncalibrated. ``KVPLAN_CALIBRATIONS
+=off`` turns every serving calibration off (the pure roofline, as the tests that pin roofline
+arithmetic run).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
         raise CalibrationFileError(f"unknown key(s) {', '.join(unknown)}", source=str(path),
                                    field="efficiency")
     prov: dict = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
-    held = prov.get("held_out") if isinstance(prov.get("held_out"), dict) else {}
+    held: dict = prov["held_out"] if isinstance(prov.get("held_out"), dict) else {}
     label = (f"calibration {path.name} ({prov.get('rows_fit', '?')} measured rows of "
              f"{prov.get('source', 'unnamed source')}, fitted {prov.get('date', '?')}; held-out "
              f"TPOT median error {held.get('tpot_median_abs_error', '?')})")
@@ -82,6 +84,8 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
 
 def serving_calibration(gpu: str, engine: str) -> Efficiency | None:
     """The calibration for (``gpu``, ``engine``), or None when there is none."""
+    if os.environ.get("KVPLAN_CALIBRATIONS", "").lower() == "off":
+        return None
     for folder in calibration_dirs():
         path = folder / file_name(gpu, engine)
         if path.is_file():

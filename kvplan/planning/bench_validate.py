@@ -84,14 +84,13 @@ class Report:
 
 
 def efficiency_for_row(t: RowTerms, cache: dict, uncalibrated: bool) -> Efficiency:
-    from ..loaders.serving_calibration import serving_calibration
-    from .deployment import efficiency_for
+    from .deployment import _from_spec, efficiency_for
 
     key = t.key
     if key not in cache:
         gpu = t.plan.request.gpu
-        e = None if uncalibrated else serving_calibration(gpu.key, t.run.engine)
-        cache[key] = e or efficiency_for(gpu, None, None)
+        cache[key] = _from_spec(gpu) if uncalibrated else efficiency_for(gpu, None, None,
+                                                                          t.run.engine)
     return cache[key]
 
 
@@ -107,7 +106,8 @@ def evaluate_rows(terms: list[RowTerms], efficiency=None, uncalibrated: bool = F
         meas = {"tpot": t.run.tpot_s, "ttft": t.run.ttft_s, "throughput": t.run.output_tokens_per_s}
         measured = {k: v for k, v in meas.items() if v}
         errors = {k: pred[k] / v - 1 for k, v in measured.items()}
-        label = e.source if e.calibrated else f"uncalibrated ({e.source})"
+        label = e.source if e.calibrated or "uncalibrated" in e.source else \
+            f"uncalibrated ({e.source})"
         out.append(RowResult(t.run, label, pred, measured, errors))
     return out
 

@@ -40,10 +40,20 @@ def _from_spec(gpu: GpuSpec) -> Efficiency:
         / 1e6, source=f"{gpu.source}: {e.get('source')}")
 
 
-def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None) -> Efficiency:
+def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
+                   engine: str | None = None) -> Efficiency:
+    """The serving calibration for (GPU, engine) (``calibrations/``), else a calibration
+    harness run for the GPU, else kvplan's defaults with the GPU YAML's overrides, labelled
+    uncalibrated; ``hbm``/``flops`` given by the user replace those two terms."""
     from ..loaders.calibration import measured_efficiency
+    from ..loaders.serving_calibration import serving_calibration
 
-    base = measured_efficiency(gpu.key) or _from_spec(gpu)
+    base = (serving_calibration(gpu.key, engine) if engine else None) or \
+        measured_efficiency(gpu.key) or _from_spec(gpu)
+    if not base.calibrated:
+        base = replace(base, source=f"{base.source}; uncalibrated: no serving calibration for "
+                       f"{gpu.key}{' ' + engine if engine else ''}, so time figures are the "
+                       "roofline (optimistic against measured serving)")
     if hbm is not None or flops is not None:
         base = replace(base, hbm_bandwidth=hbm if hbm is not None else base.hbm_bandwidth,
                        flops=flops if flops is not None else base.flops, source="given")
@@ -84,7 +94,7 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
     out, plans, effs = [], [], []
     for g in gpus:
         spec = load_gpu(g)
-        eff = efficiency_for(spec, hbm_efficiency, flops_efficiency)
+        eff = efficiency_for(spec, hbm_efficiency, flops_efficiency, engine)
         for kv in kv_dtypes:
             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=weight_dtype, engine=engine, tp=tp,
                          pp=pp, context_tokens=max_len, efficiency=eff)

@@ -167,7 +167,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         except KvplanError as e:
             skipped.append(Skipped(cand, _scenario_words(e.detail)))
             continue
-        eff = efficiency_for(gpu, None, None)
+        eff = efficiency_for(gpu, None, None, engine)
         sm = step_model(r, eff)
         price = (sc.hardware.prices_usd_per_gpu_hour.get(gpu.key) or sc.hardware.price_usd_per_gpu_hour
                  or gpu.price_usd_per_gpu_hour)
@@ -200,9 +200,11 @@ def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = Non
         "percentile of the requests' prefill times, without queueing.".replace("{q:g}", f"{q:g}"),
         "Decode runs at the token-weighted mean context of the decode steps; a replica serves "
         "1 / (mean prefill time + mean output tokens x decode step / batch) requests per second.",
-        "Roofline: decode step = max(bytes / (HBM x efficiency), FLOPs / (peak x efficiency)) + "
-        "tensor-parallel all-reduces; prefill in chunks of max_num_batched_tokens, attending to "
-        "cached tokens too (see docs/perf.md).",
+        "Roofline: decode step = fixed cost per step + max(bytes / (HBM x efficiency), FLOPs / "
+        "(peak x efficiency)), routed experts at the MoE factor, + tensor-parallel all-reduces; "
+        "prefill in chunks of max_num_batched_tokens, attending to cached tokens too; TTFT adds "
+        "the host's time (see docs/perf.md and docs/calibration.md; uncalibrated, the fixed "
+        "cost and host time are 0).",
         "The fleet is whole nodes and every GPU in it is billed; $/token is at the demanded rate. "
         "Headroom is the spare capacity of the replicas needed; fleet headroom counts every "
         "replica slot of the billed nodes.",

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from ..core.perf import StepModel, prefill_s, tpot_s
+from ..core.perf import StepModel, host_ttft_s, prefill_s, tpot_s
 from ..core.scenario_spec import Extras, Slo, Tier
 from ..core.workload import Request, Workload, quantile
 from .fit_pools import pool_usage_fn, stage_bytes_fn
@@ -248,6 +248,10 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     sb = _seq_bytes(r)
     transfer = [sb[x.context_tokens] / disagg for x in requests] if disagg else None
     ttft_all = [a + b for a, b in zip(pre_times, transfer, strict=True)] if transfer else pre_times
+    if sm.efficiency.host_ttft_s or sm.efficiency.host_ttft_per_prompt_token_s:
+        # the host's share (API server, tokeniser; calibrated) is not GPU time: TTFT only
+        ttft_all = [t + float(host_ttft_s(sm, x.new_tokens)) for t, x in
+                    zip(ttft_all, requests, strict=True)]
     ttft = quantile(ttft_all, q)
     if slo.ttft_s is not None and ttft > slo.ttft_s:
         reasons.append(f"TTFT p{q:g} {ttft:.3f} s over the {slo.ttft_s:g} s limit")

@@ -137,7 +137,8 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
         except KvplanError:
             weights = None  # each configuration then reports the reason in its rows
         for spec in specs:
-            eff = efficiency_for(spec, grid.hbm_efficiency, grid.flops_efficiency)
+            eff = efficiency_for(spec, grid.hbm_efficiency, grid.flops_efficiency,
+                                 grid.engine)
             for tp in grid.tps:
                 for pp in grid.pps:
                     price = (grid.price if grid.price is not None else
