@@ -1,0 +1,299 @@
+"""Measured serving benchmarks: readers, the closed-loop model, re-prediction, calibration
+fits, and the CLI (`kvplan validate --benchmarks`, `kvplan calibrate --from-benchmarks`).
+
+Fixture: tests/fixtures/benchmarks/aic_sample.csv holds five rows of AIConfigurator's
+silicon_sample.csv (aiconfigurator-core 0.12.0 wheel, Apache-2.0; benchmarks/data/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan.core.benchmark import MeasuredRun
+from kvplan.core.serving import loop_shape, loop_times
+from kvplan.loaders.benchmarks import BenchmarkFileError, read_benchmarks
+from kvplan.planning.bench_predict import predict, row_terms
+from kvplan.planning.deployment import efficiency_for
+
+FIX = Path(__file__).parent / "fixtures" / "benchmarks"
+REPO = Path(__file__).parent.parent
+
+
+def kvplan(*args, env=None):
+    import os
+
+    e = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "kvplan.cli.main", *args], capture_output=True,
+                          text=True, env=e, timeout=300)
+
+
+# --- the closed-loop model, by hand -------------------------------------------------------
+
+def test_loop_shape_by_hand():
+    # 16 users, 1,024-token prompts, 1,025 output tokens, 8,192-token budget:
+    # room = 8,192 - 16 = 8,176 -> 1 chunk; a cycle is 1,024 decode steps + 1 chunk step;
+    # b = 16 x 1,024 / 1,025; prompt tokens per step = 16 x 1,024 / 1,025 = 15.98 < c = 1,024
+    # -> phi = 16 / 1,025; the start-up wave is 16 x 1,024 = 16,384 tokens = 2 full steps
+    s = loop_shape(16, 16, 1024, 1025, 8192)
+    assert s.chunks == 1
+    assert s.decode_batch == pytest.approx(16 * 1024 / 1025)
+    assert s.chunk_tokens == 1024
+    assert s.chunk_share == pytest.approx(16 / 1025)
+    assert (s.burst_steps, s.burst_tokens) == (2, 8192)
+
+
+def test_loop_times_by_hand():
+    s = loop_shape(16, 16, 1024, 1025, 8192)
+    t = loop_times(s, 0.010, 0.030, 0.050, 0.050, 0.0)
+    phi = 16 / 1025
+    tpot = 0.010 + phi * 0.020
+    wait = 0.5 * tpot + phi / (2 * (1 - phi)) * 0.030
+    ttft = 0.050 + 0.030 + wait
+    assert t.tpot_s == pytest.approx(tpot, rel=1e-12)
+    assert t.ttft_s == pytest.approx(ttft, rel=1e-12)
+    assert t.output_tokens_per_s == pytest.approx(16 * 1025 / (ttft + 1024 * tpot), rel=1e-12)
+    # the start-up wave at share 1/4: (2 + 1) / 2 burst steps of 50 ms after the host's 50 ms
+    t4 = loop_times(s, 0.010, 0.030, 0.050, 0.050, 0.25)
+    assert t4.ttft_s == pytest.approx(0.75 * ttft + 0.25 * (0.050 + 1.5 * 0.050), rel=1e-12)
+
+
+def test_users_beyond_slots_wait_whole_cycles():
+    s = loop_shape(8, 4, 100, 11, 8192)
+    t = loop_times(s, 0.01, 0.02, 0.02, 0.0, 0.0)
+    s4 = loop_shape(4, 4, 100, 11, 8192)
+    t4 = loop_times(s4, 0.01, 0.02, 0.02, 0.0, 0.0)
+    cycle = t4.ttft_s + 10 * t4.tpot_s
+    assert t.ttft_s == pytest.approx(t4.ttft_s + 1 * cycle)  # (8 / 4 - 1) cycles
+    assert t.output_tokens_per_s == pytest.approx(t4.output_tokens_per_s)  # the slots bind
+
+
+def test_output_of_one_token_has_no_decode_steps():
+    s = loop_shape(4, 4, 100, 1, 8192)
+    assert s.decode_batch == 0 and s.chunk_share == 1.0
+    t = loop_times(s, 0.01, 0.02, 0.02, 0.0, 0.0)
+    assert t.ttft_s > 0 and t.output_tokens_per_s > 0
+
+
+# --- re-prediction: the plan's numbers, by hand -----------------------------------------
+
+def test_llama_8b_h200_row_by_hand():
+    """Llama-3.1-8B bf16 on one H200, vLLM, 1 user, 1,000-token prompt, 101 output tokens,
+    uncalibrated (HBM 80% of 4.8 TB/s = 3.84e12 B/s, 60% of 989.4 TFLOP/s = 5.9364e14).
+    Weights a step reads: 8,030,261,248 - 525,336,576 (embedding lookup) = 7,504,924,672
+    parameters x 2 B = 15,009,849,344 B; KV 131,072 B per token; attention 524,288 FLOPs per
+    query-key pair. b = 100/101 decoding, decode context 1,050.5.
+    decode step = (15,009,849,344 + 100/101 x 131,072 x 1,050.5) / 3.84e12 = 3.94432 ms;
+    mixed step (1,000 prompt tokens) is compute-bound: (1,000.99 x 15,009,849,344 + 100/101 x
+    524,288 x 1,050.5 + 1,000 x 524,288 x 500) / 5.9364e14 = 25.7523 ms.
+    TPOT = 100/101 x 3.94432 + 1/101 x 25.7523 = 4.16024 ms;
+    TTFT = 25.7523 + 0.5 x 4.16024 + (1/101) / (2 x 100/101) x 25.7523 = 27.9609 ms."""
+    run = MeasuredRun(source="hand:1", model="llama-3.1-8b", gpu="h200-sxm", engine="vllm",
+                      prompt_tokens=1000, output_tokens=101, concurrency=1, tpot_s=0.005)
+    terms, problems = row_terms([run])
+    assert problems == []
+    t = terms[0]
+    e = efficiency_for(t.plan.request.gpu, None, None, "vllm")
+    assert not e.calibrated and "uncalibrated" in e.source
+    decode = (15_009_849_344 + 100 / 101 * 131_072 * 1050.5) / 3.84e12
+    mixed = (1000.990099 * 15_009_849_344 + 100 / 101 * 524_288 * 1050.5
+             + 1000 * 524_288 * 500) / 5.9364e14
+    lt = predict(t, e)
+    assert lt.tpot_s == pytest.approx(100 / 101 * decode + 1 / 101 * mixed, rel=1e-6)
+    assert lt.tpot_s == pytest.approx(4.16024e-3, rel=1e-5)
+    assert lt.ttft_s == pytest.approx(27.9609e-3, rel=1e-5)
+
+
+# --- readers ------------------------------------------------------------------------------
+
+def test_aic_rows_and_problems():
+    runs, problems = read_benchmarks(FIX / "aic_sample.csv")
+    assert [r.model for r in runs] == ["meta-llama/Llama-3.1-70B", "MiniMaxAI/MiniMax-M2.5",
+                                       "Qwen/Qwen3-32B"]
+    llama = runs[0]
+    assert (llama.gpu, llama.engine, llama.tp, llama.weight_dtype) == ("h200-sxm", "vllm", 1, "fp8")
+    assert (llama.prompt_tokens, llama.output_tokens, llama.concurrency) == (1024, 8192, 8)
+    assert llama.tpot_s == pytest.approx(24.0974342786796e-3)
+    assert llama.throughput_derived
+    # 8 users x 8,192 tokens / (TTFT + 8,191 x TPOT)
+    assert llama.output_tokens_per_s == pytest.approx(
+        8 * 8192 / (0.2473047496867366 + 8191 * 0.0240974342786796))
+    assert any("KV-cache dtype" in a for a in llama.assumptions)
+    fields = sorted(p.field for p in problems)
+    assert fields == ["mode", "moe_ep_size"]
+    assert all(":3" in p.source or ":4" in p.source for p in problems)  # rows 3 and 4
+
+
+def test_vllm_json_with_metadata(tmp_path):
+    d = {"date": "20261201-120000", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B",
+         "num_prompts": 80, "request_rate": "inf", "max_concurrency": 8, "completed": 80,
+         "total_input_tokens": 80 * 1000, "total_output_tokens": 80 * 200,
+         "mean_ttft_ms": 40.0, "mean_tpot_ms": 5.0, "output_throughput": 1500.0,
+         "gpu": "h200-sxm", "tp": "1"}
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps(d))
+    runs, problems = read_benchmarks(p)
+    assert problems == []
+    r = runs[0]
+    assert (r.model, r.gpu, r.engine, r.concurrency, r.num_prompts) == (
+        "meta-llama/Llama-3.1-8B", "h200-sxm", "vllm", 8, 80)
+    assert (r.prompt_tokens, r.output_tokens) == (1000, 200)
+    assert (r.ttft_s, r.tpot_s, r.output_tokens_per_s) == (0.040, 0.005, 1500.0)
+    del d["gpu"]
+    p.write_text(json.dumps(d))
+    runs, problems = read_benchmarks(p)
+    assert runs == [] and problems[0].field == "gpu"
+    assert "--metadata gpu=" in problems[0].message
+    runs, problems = read_benchmarks(p, {"gpu": "h100-sxm"})
+    assert runs[0].gpu == "h100-sxm"
+
+
+def test_sglang_jsonl_bad_line_keeps_others(tmp_path):
+    good = {"backend": "sglang", "max_concurrency": 4, "completed": 10, "total_input_tokens": 5000,
+            "total_output_tokens": 1000, "mean_ttft_ms": 30, "mean_tpot_ms": 6,
+            "output_throughput": 600}
+    p = tmp_path / "b.jsonl"
+    p.write_text(json.dumps(good) + "\n[1, 2]\n" + json.dumps({**good, "mean_tpot_ms": -1}) + "\n")
+    runs, problems = read_benchmarks(p, {"model": "llama-3.1-8b", "gpu": "h100-sxm"})
+    assert len(runs) == 1 and runs[0].engine == "sglang" and runs[0].prompt_tokens == 500
+    assert [(p.source.rsplit(":", 1)[1], p.field) for p in problems] == [("2", "line"),
+                                                                          ("3", "mean_tpot_ms")]
+
+
+def test_kvplan_csv_values_and_tolerance(tmp_path):
+    p = tmp_path / "k.csv"
+    p.write_text("model,gpu,engine,tp,prompt_tokens,output_tokens,concurrency,tpot_ms,tolerance\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1,1000,101,1,4.16024,0.01\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1,0,101,1,4.0,\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1,1000,101,1,nan,\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1,1000,101,1,1e400,\n")
+    runs, problems = read_benchmarks(p)
+    assert len(runs) == 1 and runs[0].tolerance == 0.01 and runs[0].tpot_s == pytest.approx(4.16024e-3)
+    assert [(x.source.rsplit(":", 1)[1], x.field) for x in problems] == [
+        ("3", "prompt_tokens"), ("4", "tpot_ms"), ("5", "tpot_ms")]
+
+
+@pytest.mark.parametrize("name,text,words", [
+    ("x.txt", "hello", "format not recognised"),
+    ("x.csv", "a,b\n1,2\n", "unknown column(s) a, b"),
+    ("x.json", "[1]", "not a `vllm bench serve"),
+    ("x.json", "{", "not JSON"),
+])
+def test_files_that_are_no_benchmark(tmp_path, name, text, words):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(BenchmarkFileError) as e:
+        read_benchmarks(p)
+    assert words in str(e.value) and str(p) in str(e.value)
+
+
+def test_unknown_model_and_gpu_are_row_problems():
+    runs = [MeasuredRun(source="f:2", model="no-such-model-xyz", gpu="h200-sxm", engine="vllm",
+                        prompt_tokens=10, output_tokens=10, concurrency=1, tpot_s=1.0),
+            MeasuredRun(source="f:3", model="llama-3.1-8b", gpu="no-such-gpu", engine="vllm",
+                        prompt_tokens=10, output_tokens=10, concurrency=1, tpot_s=1.0)]
+    terms, problems = row_terms(runs)
+    assert terms == [] and [p.source for p in problems] == ["f:2", "f:3"]
+
+
+# --- calibration ----------------------------------------------------------------------------
+
+def test_fit_recovers_a_known_efficiency():
+    """Rows measured as a known efficiency predicts them: the fit finds a model that predicts
+    them again to well under 1%."""
+    from dataclasses import replace
+
+    from kvplan.core.perf import Efficiency
+    from kvplan.planning.calibration_fit import fit, predicted_times
+
+    runs = [MeasuredRun(source=f"s:{i}", model=m, gpu="h200-sxm", engine="vllm", tp=tp,
+                        prompt_tokens=isl, output_tokens=osl, concurrency=c, tpot_s=1.0, ttft_s=1.0)
+            for i, (m, tp, isl, osl, c) in enumerate(
+                (m, tp, isl, osl, c) for m in ("llama-3.1-8b", "qwen3-30b-a3b") for tp in (1, 2)
+                for isl, osl in ((1024, 1024), (8192, 256)) for c in (1, 8, 64))]
+    terms, problems = row_terms(runs)
+    assert problems == []
+    truth = Efficiency(hbm_bandwidth=0.7, flops=0.5, moe=0.6, step_overhead_s=2e-3,
+                       allreduce_latency_s=25e-6, host_ttft_s=0.02,
+                       host_ttft_per_prompt_token_s=2e-6, startup_share=0.1)
+    ttft, tpot = predicted_times(terms, truth)
+    measured = [replace(t, run=replace(t.run, ttft_s=float(a), tpot_s=float(b)))
+                for t, a, b in zip(terms, ttft, tpot, strict=True)]
+    f = fit(measured, "synthetic")
+    ttft2, tpot2 = predicted_times(measured, f.efficiency)
+    assert max(abs(tpot2 / tpot - 1)) < 0.01
+    assert max(abs(ttft2 / ttft - 1)) < 0.02
+
+
+def test_calibration_file_errors(tmp_path):
+    from kvplan.loaders.serving_calibration import CalibrationFileError, read_calibration
+
+    src = json.loads((REPO / "calibrations" / "h200-sxm--vllm.json").read_text())
+    e, _ = read_calibration(REPO / "calibrations" / "h200-sxm--vllm.json")
+    assert e.calibrated and "h200-sxm--vllm.json" in e.source
+    for key, value in (("hbm_bandwidth", 1.5), ("step_overhead_s", -1), ("moe", "x")):
+        bad = json.loads(json.dumps(src))
+        bad["efficiency"][key] = value
+        p = tmp_path / "c.json"
+        p.write_text(json.dumps(bad))
+        with pytest.raises(CalibrationFileError) as err:
+            read_calibration(p)
+        assert f"efficiency.{key}" in str(err.value)
+
+
+def test_plan_uses_the_calibration(calibrations_on):
+    from kvplan.planning.deployment import efficiency_for
+
+    from kvplan.loaders.hardware import load_gpu
+
+    e = efficiency_for(load_gpu("h200-sxm"), None, None, "vllm")
+    doc = json.loads((REPO / "calibrations" / "h200-sxm--vllm.json").read_text())
+    assert e.calibrated and e.step_overhead_s == doc["efficiency"]["step_overhead_s"]
+    assert "calibration h200-sxm--vllm.json" in e.source
+    none = efficiency_for(load_gpu("mi300x"), None, None, "vllm")
+    assert not none.calibrated and "uncalibrated: no serving calibration for mi300x vllm" in none.source
+
+
+# --- CLI ------------------------------------------------------------------------------------
+
+def test_cli_validate_json_and_tolerance(tmp_path):
+    p = tmp_path / "k.csv"
+    p.write_text("model,gpu,engine,prompt_tokens,output_tokens,concurrency,tpot_ms,ttft_ms\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1000,101,1,4.16024,27.9609\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1000,101,1,0,27.9609\n")
+    r = kvplan("validate", "--benchmarks", str(p), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["rows"] == 1 and doc["rows_not_predicted"] == 1
+    assert doc["problems"][0]["field"] == "tpot_ms" and doc["problems"][0]["source"].endswith(":3")
+    row = doc["results"][0]
+    assert row["predicted"]["tpot_s"] == pytest.approx(4.16024e-3, rel=1e-5)
+    assert abs(row["errors"]["tpot"]) < 1e-5 and abs(row["errors"]["ttft"]) < 1e-5
+    assert row["calibration"].startswith("kvplan defaults; uncalibrated")
+    r = kvplan("validate", "--benchmarks", str(p), "--tpot-tolerance", "0.1")
+    assert r.returncode == 0 and "tolerance tpot median |error| <= 10%: ok" in r.stdout
+    p.write_text("model,gpu,engine,prompt_tokens,output_tokens,concurrency,tpot_ms\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1000,101,1,8.32048\n")
+    r = kvplan("validate", "--benchmarks", str(p), "--tpot-tolerance", "0.1")
+    assert r.returncode == 1 and "FAIL" in r.stdout
+
+
+def test_cli_bad_input_is_one_line(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_text("nothing")
+    r = kvplan("validate", "--benchmarks", str(p))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "format not recognised" in r.stderr
+    r = kvplan("validate", "--benchmarks", str(FIX / "aic_sample.csv"), "--meta", "nope=1")
+    assert r.returncode == 2 and "--meta" in r.stderr
+
+
+def test_cli_calibrate_refuses_without_rows_and_writes_nothing(tmp_path):
+    out = tmp_path / "cal"
+    r = kvplan("calibrate", "--from-benchmarks", str(FIX / "aic_sample.csv"), "--out", str(out))
+    assert r.returncode == 2 and "enough measured rows" in r.stderr
+    assert not out.exists()
