@@ -246,9 +246,8 @@ def test_calibration_file_errors(tmp_path):
 
 
 def test_plan_uses_the_calibration(calibrations_on):
-    from kvplan.planning.deployment import efficiency_for
-
     from kvplan.loaders.hardware import load_gpu
+    from kvplan.planning.deployment import efficiency_for
 
     e = efficiency_for(load_gpu("h200-sxm"), None, None, "vllm")
     doc = json.loads((REPO / "calibrations" / "h200-sxm--vllm.json").read_text())
