@@ -138,15 +138,20 @@ def calibration_markdown(outcome, source: str, date: str) -> str:
     for f, rs in sorted(fams.items()):
         lines.append(f"| {f} | {len(rs)} | {_cell(stats([r.errors['tpot'] for r in rs]))} | "
                      f"{_cell(stats([r.errors['ttft'] for r in rs]))} |")
-    lines += ["", "## Fitted terms", "", "| GPU | engine | HBM eff | FLOP eff | MoE factor | "
-              "step overhead | all-reduce latency | host TTFT | host per prompt token | "
-              "start-up share |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Fitted terms", "", "| GPU | engine | HBM eff | FLOP eff | attention | MoE "
+              "factor | step overhead | per sequence | all-reduce latency | host TTFT | host per "
+              "prompt token | start-up share |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in outcome.groups:
         if g.fitted:
             e = g.fitted.efficiency
             lines.append(f"| {g.gpu} | {g.engine} | {e.hbm_bandwidth:.3f} | {e.flops:.3f} | "
-                         f"{e.moe:.3f} | {e.step_overhead_s * 1e3:.3f} ms | "
+                         f"{e.attention:.3f} | {e.moe:.3f} | {e.step_overhead_s * 1e3:.3f} ms | "
+                         f"{e.sequence_overhead_s * 1e6:.2f} us | "
                          f"{e.allreduce_latency_s * 1e6:.1f} us | {e.host_ttft_s * 1e3:.1f} ms | "
                          f"{e.host_ttft_per_prompt_token_s * 1e6:.2f} us | {e.startup_share:.3f} |")
+    lines += ["", "A term the rows cannot see (the MoE factor without MoE models, the all-reduce "
+              "latency without TP) keeps kvplan's default. A term at the edge of its range (an "
+              "efficiency of 1.000, a time at its bound) says the model's structure, not the "
+              "hardware, is being fitted there: read it as a correction, not a measurement.", ""]
     lines += ["", "## Rows not predicted", ""] + [f"- {x}" for x in problem_lines(outcome.problems)]
     return "\n".join(lines) + "\n"

@@ -57,6 +57,8 @@ class Efficiency:
     #: the pure roofline: no fixed cost per step, experts as efficient as dense GEMMs, no host
     #: time in TTFT
     step_overhead_s: float = 0.0  # scheduler, sampling, kernel launches: every step
+    sequence_overhead_s: float = 0.0  # per running sequence per step (scheduling, sampling)
+    attention: float = 1.0  # KV reads and attention FLOPs run at this fraction of the above
     moe: float = 1.0  # routed experts' share of a step runs at this fraction of the above
     host_ttft_s: float = 0.0  # API server, tokeniser: once per request
     host_ttft_per_prompt_token_s: float = 0.0  # tokenising and transferring each prompt token
@@ -157,6 +159,8 @@ class StepTerms:
     expert_flops: Any
     comm_calls: Any
     comm_bytes: Any
+    sequences: Any = 0.0  # sequences decoding in the step
+    attn_flops: Any = 0.0  # attention's FLOPs (decode and prompt), apart from the GEMMs'
 
 
 def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
@@ -171,27 +175,33 @@ def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
         dense_bytes=m.weight_bytes + 0.0 * tokens,
         expert_bytes=distinct_experts(m, tokens) * m.expert_bytes * m.moe_layers,
         kv_bytes=batch * kv_read_bytes(m, context),
-        dense_flops=tokens * dense_flops_per_token + batch * attention_flops(m, context)
-        + prefill_tokens * prefill_attn_flops_per_token,
+        dense_flops=tokens * dense_flops_per_token,
         expert_flops=tokens * m.expert_flops_per_token,
         comm_calls=calls + 0.0 * tokens,
-        comm_bytes=calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element)
+        comm_bytes=calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element,
+        sequences=batch + 0.0 * tokens,
+        attn_flops=batch * attention_flops(m, context)
+        + prefill_tokens * prefill_attn_flops_per_token)
 
 
 def step_time(m: StepModel, t: StepTerms, e: Efficiency | None = None) -> Step:
     """Step time = fixed cost + max(memory, compute) + all-reduces, with the routed experts'
-    bytes and FLOPs at ``e.moe`` of the dense efficiency."""
+    bytes and FLOPs at ``e.moe`` and attention's (KV reads, attention FLOPs) at
+    ``e.attention`` of the dense efficiency."""
     e = e or m.efficiency
     hbm = m.hbm_bytes_per_s * e.hbm_bandwidth
     peak = m.flops_per_s * e.flops
-    memory_s = (t.dense_bytes + t.kv_bytes) / hbm + t.expert_bytes / (hbm * e.moe)
-    compute_s = t.dense_flops / peak + t.expert_flops / (peak * e.moe)
+    memory_s = t.dense_bytes / hbm + t.kv_bytes / (hbm * e.attention) + t.expert_bytes / (
+        hbm * e.moe)
+    compute_s = t.dense_flops / peak + t.attn_flops / (peak * e.attention) + t.expert_flops / (
+        peak * e.moe)
     comm_s = t.comm_calls * e.allreduce_latency_s + t.comm_bytes / (
         m.link_bytes_per_s * e.interconnect)
-    seconds = e.step_overhead_s + _max(memory_s, compute_s) + comm_s
+    seconds = e.step_overhead_s + e.sequence_overhead_s * t.sequences + _max(memory_s, compute_s) \
+        + comm_s
     return Step(seconds, memory_s, compute_s, comm_s,
                 t.dense_bytes + t.expert_bytes + t.kv_bytes, t.kv_bytes,
-                t.dense_flops + t.expert_flops)
+                t.dense_flops + t.expert_flops + t.attn_flops)
 
 
 def decode_step(m: StepModel, batch, context) -> Step:

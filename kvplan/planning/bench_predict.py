@@ -40,10 +40,14 @@ def _capacity(r: FitResult, context: int) -> int:
     sequence's bytes at that context (whole blocks, states included)."""
     block = r.block_size_tokens
     tokens = -(-context // block) * block
-    per_seq = Fraction(0)
+    counts: dict[int, list] = {}
     for layer in r.footprint.layer_costs:
         for c in layer:
-            per_seq += c.state_bytes_per_rank if c.state_bytes_per_rank else c.rank_bytes_for_tokens(tokens)
+            counts.setdefault(id(c), [c, 0])[1] += 1
+    per_seq = Fraction(0)
+    for c, n in counts.values():
+        per_seq += n * (c.state_bytes_per_rank if c.state_bytes_per_rank else
+                        c.rank_bytes_for_tokens(tokens))
     return int(r.budget.kv_pool_bytes // per_seq) if per_seq else r.max_num_seqs
 
 

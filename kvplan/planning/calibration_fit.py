@@ -21,11 +21,12 @@ import numpy as np
 from ..core.perf import Efficiency
 from .bench_predict import RowTerms
 
-PARAMS = ("hbm_bandwidth", "flops", "moe", "step_overhead_s", "allreduce_latency_s",
+PARAMS = ("hbm_bandwidth", "flops", "attention", "moe", "step_overhead_s", "sequence_overhead_s",
+          "allreduce_latency_s",
           "host_ttft_s", "host_ttft_per_prompt_token_s", "startup_share")
 # efficiencies in (LOW, 1]; times in seconds between these bounds
 EFF_LOW = 0.05
-TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "allreduce_latency_s": (1e-6, 2e-4),
+TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "sequence_overhead_s": (1e-8, 1e-3), "allreduce_latency_s": (1e-6, 2e-4),
               "host_ttft_s": (1e-5, 2.0), "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
 TTFT_WEIGHT = 0.5
 MIN_ROWS = 8
@@ -48,12 +49,15 @@ class _Arrays:
         self.n = len(rows)
         for name, terms in (("d", lambda t: t.decode), ("m", lambda t: t.mixed),
                             ("b", lambda t: t.burst)):
-            setattr(self, name + "_mem", col(lambda t, f=terms: f(t).dense_bytes + f(t).kv_bytes))
+            setattr(self, name + "_mem", col(lambda t, f=terms: f(t).dense_bytes))
+            setattr(self, name + "_kv", col(lambda t, f=terms: f(t).kv_bytes))
+            setattr(self, name + "_aflops", col(lambda t, f=terms: f(t).attn_flops))
             setattr(self, name + "_emem", col(lambda t, f=terms: f(t).expert_bytes))
             setattr(self, name + "_flops", col(lambda t, f=terms: f(t).dense_flops))
             setattr(self, name + "_eflops", col(lambda t, f=terms: f(t).expert_flops))
             setattr(self, name + "_calls", col(lambda t, f=terms: f(t).comm_calls))
             setattr(self, name + "_comm", col(lambda t, f=terms: f(t).comm_bytes))
+            setattr(self, name + "_seqs", col(lambda t, f=terms: f(t).sequences))
         self.hbm = col(lambda t: t.step.hbm_bytes_per_s)
         self.peak = col(lambda t: t.step.flops_per_s)
         self.link = col(lambda t: t.step.link_bytes_per_s)
@@ -74,11 +78,14 @@ class _Arrays:
         hbm = self.hbm * e.hbm_bandwidth
         peak = self.peak * e.flops
         g = getattr
-        mem = g(self, p + "_mem") / hbm + g(self, p + "_emem") / (hbm * e.moe)
-        comp = g(self, p + "_flops") / peak + g(self, p + "_eflops") / (peak * e.moe)
+        mem = g(self, p + "_mem") / hbm + g(self, p + "_kv") / (hbm * e.attention) + g(
+            self, p + "_emem") / (hbm * e.moe)
+        comp = g(self, p + "_flops") / peak + g(self, p + "_aflops") / (peak * e.attention) + g(
+            self, p + "_eflops") / (peak * e.moe)
         comm = g(self, p + "_calls") * e.allreduce_latency_s + g(self, p + "_comm") / (
             self.link * e.interconnect)
-        return self.pp * (e.step_overhead_s + np.maximum(mem, comp) + comm)
+        return self.pp * (e.step_overhead_s + e.sequence_overhead_s * g(self, p + "_seqs")
+                          + np.maximum(mem, comp) + comm)
 
     def times(self, e: Efficiency):
         """(TTFT, TPOT) of every row: ``kvplan.core.serving.loop_times`` on arrays."""
@@ -161,14 +168,22 @@ def fit(rows: list[RowTerms], source: str) -> Fitted:
         return _loss(a, _decode(x, base))
 
     best = None
-    for start in (np.zeros(len(PARAMS)), np.array([1.5, 0.0, -0.5, 0.0, 0.0, -1.0, -1.0, -2.0]),
-                  np.array([0.5, -1.0, -1.5, 1.0, 1.0, 0.5, 0.5, -1.0])):
+    for start in (np.zeros(len(PARAMS)),
+                  np.array([1.5, 0.0, 0.5, -0.5, 0.0, -1.0, 0.0, -1.0, -1.0, -2.0]),
+                  np.array([0.5, -1.0, -0.5, -1.5, 1.0, 0.0, 1.0, 0.5, 0.5, -1.0])):
         x, v = _nelder_mead(f, start)
         x, v = _nelder_mead(f, x, step=0.3)
         if best is None or v < best[1]:
             best = (x, v)
     assert best is not None
-    return Fitted(_decode(best[0], base), len(rows), best[1])
+    e = _decode(best[0], base)
+    # a term the rows cannot see keeps kvplan's default (its fitted value was arbitrary)
+    d = Efficiency()
+    if not (a.d_emem.any() or a.d_eflops.any()):
+        e = replace(e, moe=d.moe)
+    if not a.d_calls.any():
+        e = replace(e, allreduce_latency_s=d.allreduce_latency_s)
+    return Fitted(e, len(rows), best[1])
 
 
 def predicted_times(rows: list[RowTerms], e: Efficiency) -> tuple[np.ndarray, np.ndarray]:
