@@ -20,8 +20,9 @@ from .data_dirs import data_dir
 
 SCHEMA = "kvplan-serving-calibration"
 VERSION = 1
-FIELDS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe", "step_overhead_s", "sequence_overhead_s",
-          "allreduce_latency_s", "host_ttft_s", "host_ttft_per_prompt_token_s", "startup_share")
+FIELDS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe", "step_overhead_s",
+          "sequence_overhead_s", "allreduce_latency_s", "host_ttft_s", "host_ttft_per_prompt_token_s",
+          "startup_share")
 FRACTIONS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe")
 
 

@@ -26,8 +26,9 @@ PARAMS = ("hbm_bandwidth", "flops", "attention", "moe", "step_overhead_s", "sequ
           "host_ttft_s", "host_ttft_per_prompt_token_s", "startup_share")
 # efficiencies in (LOW, 1]; times in seconds between these bounds
 EFF_LOW = 0.05
-TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "sequence_overhead_s": (1e-8, 1e-3), "allreduce_latency_s": (1e-6, 2e-4),
-              "host_ttft_s": (1e-5, 2.0), "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
+TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "sequence_overhead_s": (1e-8, 1e-3),
+              "allreduce_latency_s": (1e-6, 2e-4), "host_ttft_s": (1e-5, 2.0),
+              "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
 TTFT_WEIGHT = 0.5
 MIN_ROWS = 8
 
@@ -41,6 +42,10 @@ def held_out(t: RowTerms) -> bool:
 
 class _Arrays:
     """The rows' terms as numpy arrays (one entry per row)."""
+
+    d_emem: np.ndarray  # set in __init__ with the other per-step columns
+    d_eflops: np.ndarray
+    d_calls: np.ndarray
 
     def __init__(self, rows: list[RowTerms]):
         def col(fn):
