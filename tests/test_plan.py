@@ -384,6 +384,28 @@ def test_draft_model_joins_the_memory_plan(tmp_path):
     assert any("speed-up of speculative decoding is not modelled" in a for a in rep.assumptions)
 
 
+def test_speculative_decoding_tpot_by_hand(tmp_path):
+    """Llama-3.1-8B with a Llama-3.2-1B draft, K = 4, acceptance length 3, on an H100 SXM
+    (80% of 3.35 TB/s = 2.68e12 B/s), fp8 KV, one sequence at 2,000 tokens, uncalibrated:
+    target decode (15,009,849,344 + 65,536 x 2,000) / 2.68e12 = 5.64960 ms (the verify pass of
+    5 tokens is still memory-bound: 5 x 1.5e10 FLOPs / 5.94e14 = 0.13 ms); draft decode
+    (2,471,628,800, tied head, + 16,384 x 2,000) / 2.68e12 = 0.934476 ms;
+    TPOT = (5.64960 + 4 x 0.934476) / 3 = 3.12917 ms."""
+    from kvplan.core.perf import tpot_s
+
+    text = BASE + "draft_model: {model: llama-3.2-1b, speculative_tokens: 4, acceptance_length: 3}\n"
+    rep = run_scenario(load_scenario(write(tmp_path, text)), samples=10)
+    sm = rep.outcomes[0].step
+    assert tpot_s(sm, 1, 2000) == pytest.approx(3.12917e-3, rel=1e-5)
+    assert any("emits 3 tokens per step" in a for a in rep.assumptions)
+
+
+def test_acceptance_length_outside_its_range(tmp_path, capsys):
+    text = BASE + "draft_model: {model: llama-3.2-1b, speculative_tokens: 4, acceptance_length: 6}\n"
+    err = fail(["plan", str(write(tmp_path, text))], capsys)
+    assert "draft_model.acceptance_length: 6 is outside [1, speculative_tokens + 1 = 5]" in err
+
+
 def test_svg_bars_are_to_scale():
     import re
 

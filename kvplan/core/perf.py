@@ -102,6 +102,12 @@ class StepModel:
     activation_bytes_per_element: int = 2
     prefill_attn_flops: tuple[KvRead, ...] | None = None  # None: as decode (MLA differs)
     expert_flops_per_token: float = 0.0  # the routed experts' part of flops_per_token
+    #: speculative decoding: K draft tokens per step, verified in one target pass, emitting
+    #: ``acceptance_length`` tokens per sequence on average (1 <= tau <= K + 1); the draft's own
+    #: step model (None with K = 0)
+    speculative_tokens: int = 0
+    acceptance_length: float = 1.0
+    draft: StepModel | None = None
 
 
 def kv_read_bytes(m: StepModel, n):
@@ -208,8 +214,21 @@ def decode_step(m: StepModel, batch, context) -> Step:
     return step_time(m, step_terms(m, batch, context))
 
 
+def speculative_step_s(m: StepModel, batch, context):
+    """One speculative step: the draft's K decode steps, then the target verifying K + 1
+    tokens per sequence in one pass (weights and KV read once, K extra tokens of GEMM and
+    attention FLOPs each)."""
+    k = m.speculative_tokens
+    verify = step_time(m, step_terms(m, batch, context, batch * k, attention_flops(m, context)))
+    draft = 0.0 if m.draft is None else k * decode_step(m.draft, batch, context).seconds
+    return verify.seconds + draft
+
+
 def tpot_s(m: StepModel, batch, context):
-    """Time per output token (inter-token latency) of every sequence in the batch."""
+    """Time per output token (inter-token latency) of every sequence in the batch; with
+    speculative decoding, a speculative step over the ``acceptance_length`` tokens it emits."""
+    if m.speculative_tokens:
+        return m.pp * speculative_step_s(m, batch, context) / m.acceptance_length
     return m.pp * decode_step(m, batch, context).seconds
 
 

@@ -69,6 +69,7 @@ class Scenario:
     extras: Extras = field(default_factory=Extras)
     draft_model: str | None = None
     speculative_tokens: int = 0
+    acceptance_length: float | None = None  # None: the speed-up is not modelled
     samples: int = 10_000
     assume_standard_attention: bool = False  # read unknown layouts as standard decoders
     seed: int = 0

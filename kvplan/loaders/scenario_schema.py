@@ -31,6 +31,7 @@ class _M(BaseModel):
 class DraftIn(_M):
     model: str
     speculative_tokens: PosInt
+    acceptance_length: PosReal | None = None  # mean tokens emitted per verify step, in [1, K + 1]
 
 
 class HardwareIn(_M):

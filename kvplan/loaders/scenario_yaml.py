@@ -52,6 +52,12 @@ def load_scenario(path: Path) -> Scenario:
     names: dict[str, Any] = {}
     if doc is not None:
         problems += check_names(doc, path, locate, names)
+    if doc is not None and doc.draft_model and doc.draft_model.acceptance_length is not None:
+        k, tau = doc.draft_model.speculative_tokens, doc.draft_model.acceptance_length
+        if not 1 <= tau <= k + 1:
+            problems.append(f"{path}:{locate(('draft_model', 'acceptance_length'))}: "
+                            f"draft_model.acceptance_length: {tau:g} is outside [1, "
+                            f"speculative_tokens + 1 = {k + 1}] (tokens emitted per verify step)")
     if problems or doc is None:
         raise ScenarioError(sorted(problems, key=_line_of))
     return _convert(doc, path, trace, names)
@@ -98,4 +104,5 @@ def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenari
         workload=wl, slo=slo, extras=extras,
         draft_model=names.get("draft_model"),
         speculative_tokens=d.draft_model.speculative_tokens if d.draft_model else 0,
+        acceptance_length=d.draft_model.acceptance_length if d.draft_model else None,
         samples=d.samples, seed=d.seed, assume_standard_attention=d.assume_standard_attention)

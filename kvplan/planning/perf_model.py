@@ -43,6 +43,22 @@ def _cap(cost: LayerCost) -> int | None:
     return None
 
 
+def with_speculation(r: FitResult, sm: StepModel, acceptance_length: float) -> StepModel:
+    """``sm`` with speculative decoding by the request's draft model: its own step model (the
+    draft's weights and cache layers, same GPU, TP and efficiency), K draft tokens, and the
+    mean tokens emitted per verify step."""
+    from dataclasses import replace
+
+    d = r.request.draft
+    if d is None or r.draft_footprint is None:
+        raise ValueError("speculative decoding needs a draft model")
+    dr = replace(r, request=replace(r.request, model=d.model, weights=d.weights,
+                                    weight_format=d.weight_format, pp=1, draft=None),
+                 footprint=r.draft_footprint)
+    return replace(sm, speculative_tokens=d.num_speculative_tokens,
+                   acceptance_length=acceptance_length, draft=step_model(dr, sm.efficiency))
+
+
 def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
     req = r.request
     w, fmt, tp, pp = req.weights, req.weight_format, req.tp, req.pp

@@ -17,7 +17,7 @@ from ..core.scenario_spec import Scenario
 from ..core.workload import Request, Stats, conversations_for, sample, stats
 from .fit import plan_fit
 from .fit_types import Draft, FitRequest, FitResult
-from .perf_model import step_model
+from .perf_model import step_model, with_speculation
 from .scenario_eval import Evaluation, Fleet, evaluate
 
 
@@ -169,6 +169,8 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
             continue
         eff = efficiency_for(gpu, None, None, engine)
         sm = step_model(r, eff)
+        if draft and sc.acceptance_length:
+            sm = with_speculation(r, sm, sc.acceptance_length)
         price = (sc.hardware.prices_usd_per_gpu_hour.get(gpu.key) or sc.hardware.price_usd_per_gpu_hour
                  or gpu.price_usd_per_gpu_hour)
         fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
@@ -230,7 +232,13 @@ def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = Non
     if w.images_per_request:
         out.append(f"{w.images_per_request} image(s) x {w.tokens_per_image} tokens join the first "
                    "turn's prompt; the vision encoder's time and memory are not modelled.")
-    if sc.draft_model:
+    if sc.draft_model and sc.acceptance_length:
+        out.append(f"Draft model {sc.draft_model}: its weights and KV (and {sc.speculative_tokens} "
+                   "lookahead slots per request) are in the memory plan; speculative decoding "
+                   f"emits {sc.acceptance_length:g} tokens per step on average (the given "
+                   "acceptance length): TPOT = (the draft's K decode steps + one target pass "
+                   "verifying K + 1 tokens per sequence) / acceptance length.")
+    elif sc.draft_model:
         out.append(f"Draft model {sc.draft_model}: its weights and KV (and {sc.speculative_tokens} "
                    "lookahead slots per request) are in the memory plan; the speed-up of "
                    "speculative decoding is not modelled (TPOT is without it).")
