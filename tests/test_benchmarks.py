@@ -52,7 +52,8 @@ def test_loop_times_by_hand():
     t = loop_times(s, 0.010, 0.030, 0.050, 0.050, 0.0)
     phi = 16 / 1025
     tpot = 0.010 + phi * 0.020
-    wait = 0.5 * tpot + phi / (2 * (1 - phi)) * 0.030
+    rho = phi * 15 / 16  # the other 15 slots' prompts
+    wait = 0.5 * tpot + rho / (2 * (1 - rho)) * 0.030
     ttft = 0.050 + 0.030 + wait
     assert t.tpot_s == pytest.approx(tpot, rel=1e-12)
     assert t.ttft_s == pytest.approx(ttft, rel=1e-12)
@@ -89,9 +90,9 @@ def test_llama_8b_h200_row_by_hand():
     query-key pair. b = 100/101 decoding, decode context 1,050.5.
     decode step = (15,009,849,344 + 100/101 x 131,072 x 1,050.5) / 3.84e12 = 3.94432 ms;
     mixed step (1,000 prompt tokens) is compute-bound: (1,000.99 x 15,009,849,344 + 100/101 x
-    524,288 x 1,050.5 + 1,000 x 524,288 x 500) / 5.9364e14 = 25.7523 ms.
-    TPOT = 100/101 x 3.94432 + 1/101 x 25.7523 = 4.16024 ms;
-    TTFT = 25.7523 + 0.5 x 4.16024 + (1/101) / (2 x 100/101) x 25.7523 = 27.9609 ms."""
+    524,288 x 1,050.5 + 1,000 x 524,288 x 500) / 5.9364e14 = 25.7520 ms.
+    TPOT = 100/101 x 3.94432 + 1/101 x 25.7520 = 4.16024 ms;
+    TTFT = 25.7520 + 0.5 x 4.16024 = 27.8321 ms (one user never queues behind itself)."""
     run = MeasuredRun(source="hand:1", model="llama-3.1-8b", gpu="h200-sxm", engine="vllm",
                       prompt_tokens=1000, output_tokens=101, concurrency=1, tpot_s=0.005)
     terms, problems = row_terms([run])
@@ -105,7 +106,7 @@ def test_llama_8b_h200_row_by_hand():
     lt = predict(t, e)
     assert lt.tpot_s == pytest.approx(100 / 101 * decode + 1 / 101 * mixed, rel=1e-6)
     assert lt.tpot_s == pytest.approx(4.16024e-3, rel=1e-5)
-    assert lt.ttft_s == pytest.approx(27.9609e-3, rel=1e-5)
+    assert lt.ttft_s == pytest.approx(27.8321e-3, rel=1e-5)
 
 
 # --- readers ------------------------------------------------------------------------------
@@ -262,8 +263,8 @@ def test_plan_uses_the_calibration(calibrations_on):
 def test_cli_validate_json_and_tolerance(tmp_path):
     p = tmp_path / "k.csv"
     p.write_text("model,gpu,engine,prompt_tokens,output_tokens,concurrency,tpot_ms,ttft_ms\n"
-                 "llama-3.1-8b,h200-sxm,vllm,1000,101,1,4.16024,27.9609\n"
-                 "llama-3.1-8b,h200-sxm,vllm,1000,101,1,0,27.9609\n")
+                 "llama-3.1-8b,h200-sxm,vllm,1000,101,1,4.16024,27.8321\n"
+                 "llama-3.1-8b,h200-sxm,vllm,1000,101,1,0,27.8321\n")
     r = kvplan("validate", "--benchmarks", str(p), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -296,3 +297,114 @@ def test_cli_calibrate_refuses_without_rows_and_writes_nothing(tmp_path):
     r = kvplan("calibrate", "--from-benchmarks", str(FIX / "aic_sample.csv"), "--out", str(out))
     assert r.returncode == 2 and "enough measured rows" in r.stderr
     assert not out.exists()
+
+
+# --- review findings, pinned -------------------------------------------------------------
+
+def _vllm_doc(**kw):
+    d = {"backend": "vllm", "model_id": "llama-3.1-8b", "num_prompts": 80, "request_rate": "inf",
+         "max_concurrency": 8, "completed": 80, "total_input_tokens": 80_000,
+         "total_output_tokens": 16_000, "mean_ttft_ms": 40.0, "mean_tpot_ms": 5.0,
+         "output_throughput": 1500.0, "gpu": "h200-sxm"}
+    d.update(kw)
+    return d
+
+
+def test_hostile_json_is_one_problem(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"mean_tpot_ms": ' + "[" * 100_000)
+    with pytest.raises(BenchmarkFileError):
+        read_benchmarks(deep)
+    big = tmp_path / "big.jsonl"
+    big.write_text('{"completed": ' + "9" * 5000 + "}\n" + json.dumps(_vllm_doc()) + "\n")
+    runs, problems = read_benchmarks(big)
+    assert len(runs) == 1 and problems[0].field == "line"
+
+
+def test_non_string_dtype_is_a_row_problem(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps(_vllm_doc(kv_dtype=5)) + "\n" + json.dumps(_vllm_doc(weight_dtype={})) + "\n")
+    runs, problems = read_benchmarks(p)
+    assert runs == [] and [x.field for x in problems] == ["kv_dtype", "weight_dtype"]
+
+
+def test_vllm_json_rules(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(_vllm_doc(request_rate=0.5)))
+    runs, problems = read_benchmarks(p)
+    assert runs == [] and problems[0].field == "request_rate"
+    p.write_text(json.dumps(_vllm_doc(num_prompts=4, completed=4, total_input_tokens=4000,
+                                      total_output_tokens=800)))
+    (r,), _ = read_benchmarks(p)
+    assert r.concurrency == 4  # never more users than prompts
+    assert "tp not recorded: 1" in r.assumptions
+    p.write_text(json.dumps(_vllm_doc(mean_tpot_ms=0.0, total_output_tokens=80)))
+    (r,), _ = read_benchmarks(p)
+    assert r.tpot_s is None and r.ttft_s == 0.040  # a prefill-only run keeps its TTFT
+    p.write_text(json.dumps(_vllm_doc()))
+    (r,), _ = read_benchmarks(p, {"gpu": "b200"})
+    assert r.gpu == "h200-sxm"  # what the file records wins over --meta
+
+
+def test_meta_does_not_apply_to_aic():
+    with pytest.raises(BenchmarkFileError) as e:
+        read_benchmarks(FIX / "aic_sample.csv", {"gpu": "l4"})
+    assert "--meta does not apply" in str(e.value)
+
+
+def test_empty_and_header_only_name_the_file(tmp_path):
+    for name, text in (("e.jsonl", ""), ("h.csv", "model,gpu,engine\n")):
+        p = tmp_path / name
+        p.write_text(text)
+        r = kvplan("validate", "--benchmarks", str(p))
+        assert r.returncode == 2 and str(p) in r.stderr and "Traceback" not in r.stderr
+
+
+def test_one_unplannable_row_spares_its_deployment():
+    ok = MeasuredRun(source="f:3", model="llama-3.1-8b", gpu="h200-sxm", engine="vllm",
+                     prompt_tokens=1024, output_tokens=256, concurrency=4, tpot_s=0.01)
+    huge = MeasuredRun(source="f:2", model="llama-3.1-8b", gpu="h200-sxm", engine="vllm",
+                       prompt_tokens=10**9, output_tokens=256, concurrency=4, tpot_s=0.01)
+    terms, problems = row_terms([huge, ok])
+    assert [t.run.source for t in terms] == ["f:3"] and [p.source for p in problems] == ["f:2"]
+    alone, _ = row_terms([ok])
+    assert predict(terms[0], efficiency_for(terms[0].plan.request.gpu, None, None)).tpot_s == \
+        predict(alone[0], efficiency_for(alone[0].plan.request.gpu, None, None)).tpot_s
+
+
+def test_capacity_is_the_plans_rule():
+    from kvplan.planning.fit_pools import concurrency_at
+
+    run = MeasuredRun(source="f:2", model="llama-3.1-70b", gpu="h200-sxm", engine="vllm", tp=4,
+                      pp=2, prompt_tokens=4096, output_tokens=512, concurrency=256, tpot_s=0.01)
+    (t,), _ = row_terms([run])
+    assert t.capacity == concurrency_at(t.plan, 4096 + 256)
+
+
+def test_one_user_never_queues_behind_itself():
+    s = loop_shape(1, 1, 4096, 1, 8192)
+    t = loop_times(s, 0.01, 0.1, 0.1, 0.0, 0.0)
+    assert t.queue_s == pytest.approx(0.5 * t.tpot_s)  # half a step, no M/D/1 wait
+    assert not t.saturated
+
+
+def test_calibrate_failure_writes_nothing(tmp_path):
+    data = REPO / "benchmarks" / "data" / "aiconfigurator_silicon_sample.csv"
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = kvplan("calibrate", "--from-benchmarks", str(data), "--out", str(f / "sub"))
+    assert r.returncode == 2 and "--out" in r.stderr and "Traceback" not in r.stderr
+    out = tmp_path / "cal"
+    r = kvplan("calibrate", "--from-benchmarks", str(data), "--out", str(out), "--report",
+               str(tmp_path / "nodir" / "r.md"))
+    assert r.returncode == 2 and "--report" in r.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_rows_without_times_are_not_fitted(tmp_path):
+    p = tmp_path / "t.csv"
+    lines = ["model,gpu,engine,prompt_tokens,output_tokens,concurrency,output_tokens_per_s,group"]
+    lines += [f"llama-3.1-8b,h200-sxm,vllm,1024,256,{c},{100 * c},g{c}" for c in range(1, 40)]
+    p.write_text("\n".join(lines) + "\n")
+    r = kvplan("calibrate", "--from-benchmarks", str(p), "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and "enough measured rows" in r.stderr

@@ -49,8 +49,9 @@ def _benchmarks(files: list[Path], as_json: bool, meta: list[str] | None, by: st
     if not rep.results:
         from .render_bench import problem_lines
 
-        first = problem_lines(rep.problems)[:1]
-        raise InputError("no row could be re-predicted" + (f"; {first[0]}" if first else ""),
+        lines = problem_lines(rep.problems)
+        raise InputError(f"no row of {', '.join(map(str, files))} could be re-predicted"
+                         + (f" ({len(lines)} reason(s); first: {lines[0]})" if lines else ""),
                          field="--benchmarks")
     verdicts = tolerance_verdicts(rep, limits)
     if as_json:
@@ -179,10 +180,14 @@ def _calibrate_benchmarks(files: list[Path], out_dir: Path | None, report: Path 
     if out_dir is None:
         raise InputError("give the folder for the calibration files (point "
                          "KVPLAN_CALIBRATION_PATH at it to use them)", field="--out")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir} is not a folder", field="--out")
+    parent = next((p for p in (out_dir, *out_dir.parents) if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise InputError(f"{out_dir} is not a folder ({parent} is a file)", field="--out")
     if report is not None:
         refuse_existing(report, force, "--report")
+        if report.is_dir() or not report.parent.is_dir():
+            raise InputError(f"cannot write {report} (not a file in an existing folder)",
+                             field="--report")
     label = source or ", ".join(f.name for f in files)
     date = datetime.date.today().isoformat()
     outcome = fit_all(files, source=label, date=date, meta=_meta(meta))
@@ -192,18 +197,30 @@ def _calibrate_benchmarks(files: list[Path], out_dir: Path | None, report: Path 
                          + (f"; {first[0]}" if first else ""), field="--from-benchmarks")
     for name in outcome.documents:
         refuse_existing(out_dir / name, force, "--out")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create {out_dir}: {e.strerror}", field="--out") from None
     out = console()
-    for name, text in outcome.documents.items():
-        write_atomic(out_dir / name, text, force=force, flag="--out")
-        out.print(f"wrote {out_dir / name}")
-    if report is not None:
-        write_atomic(report, calibration_markdown(outcome, label, date), force=force,
-                     flag="--report")
-        out.print(f"wrote {report}")
+    written: list[Path] = []
+    try:  # all or nothing: a failure removes what this run wrote
+        if report is not None:
+            write_atomic(report, calibration_markdown(outcome, label, date), force=force,
+                         flag="--report")
+            written.append(report)
+        for name, text in outcome.documents.items():
+            write_atomic(out_dir / name, text, force=force, flag="--out")
+            written.append(out_dir / name)
+    except BaseException:
+        for p in written:
+            p.unlink(missing_ok=True)
+        raise
+    for p in written:
+        out.print(f"wrote {p}")
     for g in outcome.groups:
         a = g.after["tpot"]
-        out.print(f"{g.gpu} {g.engine}: {g.rows_fit} fit rows, {g.rows_held_out} held out"
-                  + (f"; held-out TPOT median |error| {a.median_abs_error:.1%}" if g.fitted and a
-                     else "; not fitted (too few rows)"))
+        tail = ("; not fitted (too few rows with TTFT or TPOT)" if not g.fitted else
+                f"; held-out TPOT median |error| {a.median_abs_error:.1%}" if a else
+                "; fitted, no held-out rows to judge it (give rows of more than one sweep)")
+        out.print(f"{g.gpu} {g.engine}: {g.rows_fit} fit rows, {g.rows_held_out} held out{tail}")
     return 0

@@ -49,6 +49,7 @@ def report_json(rep: Report, verdicts: dict[str, bool]) -> str:
                      "measured": {f"{k}_s" if k != "throughput" else "output_tokens_per_s": v
                                   for k, v in r.measured.items()},
                      "errors": r.errors, "throughput_derived": r.run.throughput_derived,
+                     "detail": r.detail, "assumptions": list(r.run.assumptions),
                      "ok": r.ok} for r in rep.results],
     }, indent=1)
 

@@ -17,12 +17,15 @@ Mean-value steady state of that scheduler, per request cycle of one slot:
 - TPOT = (1 - phi) x decode step(b) + phi x mixed step(b, c) (what a benchmark's mean TPOT
   measures: the prefills of other requests stretch the steps of every running one);
 - TTFT = host time + chunks x mixed step + wait, the wait being half a step (a request arrives
-  mid-step) plus the M/D/1 queue behind other prompts, ``rho / (2 (1 - rho)) x chunks x mixed
-  step`` with ``rho = phi``; users beyond the slots wait ``(users / slots - 1)`` request cycles;
+  mid-step) plus the M/D/1 queue behind the other slots' prompts, ``rho / (2 (1 - rho)) x
+  chunks x mixed step`` with ``rho = phi x (slots - 1) / slots`` (one user never queues behind
+  itself), capped at 0.95 (a saturated prefill queue: ``LoopTimes.saturated`` says so and
+  the reports count such rows); users beyond the slots wait ``(users / slots - 1)`` request
+  cycles;
 - output tokens/s = users x output / (TTFT + (output - 1) x TPOT) (Little's law).
 
-A benchmark starts every user at once: the first wave of ``users`` prompts (of a run of
-``num_prompts``) queues behind itself, prefilled in ``burst_steps = ceil(users x prompt /
+A benchmark starts every user at once: the first wave of ``slots`` prompts (of a run of
+``num_prompts``) queues behind itself, prefilled in ``burst_steps = ceil(slots x prompt /
 budget)`` full steps, its mean TTFT ``(burst_steps + 1) / 2`` burst steps. The mean TTFT of
 the run weighs that wave by ``startup_share = users / num_prompts`` (when a result does not
 record ``num_prompts``, the calibration's fitted share stands in, and the report says so).
@@ -83,6 +86,7 @@ class LoopTimes:
     tpot_s: Any
     output_tokens_per_s: Any
     queue_s: Any  # waiting part of TTFT (behind other prompts and for a slot)
+    saturated: Any = False  # the prefill queue's utilisation reached RHO_CAP
 
 
 def loop_times(s: LoopShape, decode_s, mixed_s, burst_s, host_s, startup_share) -> LoopTimes:
@@ -90,7 +94,8 @@ def loop_times(s: LoopShape, decode_s, mixed_s, burst_s, host_s, startup_share) 
     TTFT share and the start-up wave's share of the requests (``s.startup_share`` when
     recorded); every argument may be a numpy array over rows."""
     tpot = (1 - s.chunk_share) * decode_s + s.chunk_share * mixed_s
-    rho = _min(s.chunk_share, RHO_CAP)
+    others = s.chunk_share * (s.slots - 1) / s.slots
+    rho = _min(others, RHO_CAP)
     prefill = s.chunks * mixed_s
     wait = 0.5 * tpot + rho / (2 * (1 - rho)) * prefill
     engine_ttft = host_s + prefill + wait
@@ -99,4 +104,4 @@ def loop_times(s: LoopShape, decode_s, mixed_s, burst_s, host_s, startup_share) 
     first_wave = host_s + (s.burst_steps + 1) / 2 * burst_s
     ttft = (1 - startup_share) * (engine_ttft + slot_wait) + startup_share * first_wave
     rate = s.users * s.output_tokens / (ttft + (s.output_tokens - 1) * tpot)
-    return LoopTimes(ttft, tpot, rate, wait + slot_wait)
+    return LoopTimes(ttft, tpot, rate, wait + slot_wait, others >= RHO_CAP)

@@ -172,16 +172,26 @@ def _kvplan_row(r: dict, where: str) -> MeasuredRun:
         concurrency=conc, num_prompts=_optional(r, "num_prompts", _positive_int),
         ttft_s=ttft, tpot_s=tpot, output_tokens_per_s=tput,
         tolerance=_optional(r, "tolerance", _positive),
-        group=(r.get("group") or "").strip() or where.rsplit(":", 1)[0])
+        group=(r.get("group") or "").strip() or "|".join(
+            [Path(where.rsplit(":", 1)[0]).name] + [(r.get(k) or "").strip() for k in (
+                "model", "gpu", "engine", "tp", "pp", "weight_dtype", "kv_dtype")]))
 
 
 def _serving_json_row(d: dict, where: str, fmt: str, meta: dict[str, str]) -> MeasuredRun:
     """A ``vllm bench serve`` result or one SGLang ``bench_serving`` line."""
-    fields = {**{k: d[k] for k in META_KEYS if k in d and d[k] not in (None, "")}, **meta}
-    if "model" not in fields and d.get("model_id"):
-        fields["model"] = d["model_id"]
-    if "engine" not in fields and str(d.get("backend", "")).lower() in ENGINES:
-        fields["engine"] = d["backend"]
+    recorded = {k: d[k] for k in META_KEYS if k in d and d[k] not in (None, "")}
+    if "model" not in recorded and d.get("model_id"):
+        recorded["model"] = d["model_id"]
+    if "engine" not in recorded and str(d.get("backend", "")).lower() in ENGINES:
+        recorded["engine"] = d["backend"]
+    for k, v in recorded.items():
+        numeric = k in ("tp", "pp") and isinstance(v, int) and not isinstance(v, bool)
+        if not (numeric or isinstance(v, str)):
+            raise _Bad(k, f"expected a string, got {type(v).__name__} {v!r}"[:120])
+    fields = {**meta, **{k: str(v) for k, v in recorded.items()}}  # what the file records wins
+    assumptions = [f"{k} not recorded: {v}" for k, v in (("tp", "1"), ("pp", "1"),
+                   ("kv_dtype", "auto (the model's dtype)"),
+                   ("weight_dtype", "the checkpoint's own format")) if k not in fields]
     for key in ("model", "gpu", "engine"):
         if key not in fields:
             hint = ("run `vllm bench serve --metadata " if fmt == "vllm" else "pass `--meta ")
@@ -192,7 +202,17 @@ def _serving_json_row(d: dict, where: str, fmt: str, meta: dict[str, str]) -> Me
     if conc in (None, "", 0):
         raise _Bad("max_concurrency", f"missing (request_rate {rate!r}): open-loop runs are not "
                    "re-predicted yet; benchmark with --max-concurrency")
+    if rate not in (None, "inf", "Infinity", float("inf")):
+        raise _Bad("request_rate", f"{rate!r}: a finite request rate (open loop, arrivals "
+                   "capped by max_concurrency) is not re-predicted yet; benchmark with "
+                   "--request-rate inf")
     concurrency = _positive_int(conc, "max_concurrency")
+    prompts = _optional(d, "num_prompts", _positive_int)
+    if prompts is not None and prompts < concurrency:
+        concurrency = prompts  # never more users in flight than prompts
+    tpot = d.get("mean_tpot_ms")
+    if tpot in (0, 0.0, "0", "0.0"):  # vLLM writes 0 when every output is one token
+        tpot = None
     isl = _positive(d.get("total_input_tokens"), "total_input_tokens") / completed
     osl = _positive(d.get("total_output_tokens"), "total_output_tokens") / completed
     return MeasuredRun(
@@ -202,11 +222,12 @@ def _serving_json_row(d: dict, where: str, fmt: str, meta: dict[str, str]) -> Me
         tp=_positive_int(fields.get("tp", 1), "tp"), pp=_positive_int(fields.get("pp", 1), "pp"),
         weight_dtype=fields.get("weight_dtype") or None, kv_dtype=fields.get("kv_dtype") or "auto",
         prompt_tokens=max(1, round(isl)), output_tokens=max(1, round(osl)),
-        concurrency=concurrency, num_prompts=_optional(d, "num_prompts", _positive_int),
+        concurrency=concurrency, num_prompts=prompts,
         ttft_s=_optional(d, "mean_ttft_ms", _positive, 1e-3),
-        tpot_s=_optional(d, "mean_tpot_ms", _positive, 1e-3),
+        tpot_s=_optional({"mean_tpot_ms": tpot}, "mean_tpot_ms", _positive, 1e-3),
         output_tokens_per_s=_optional(d, "output_throughput", _positive),
-        group=str(fields.get("group") or where.rsplit(":", 1)[0]))
+        group=str(fields.get("group") or Path(where.rsplit(":", 1)[0]).name),
+        assumptions=tuple(assumptions))
 
 
 def _read_text(path: Path) -> str:
@@ -250,10 +271,18 @@ def read_benchmarks(path: Path, meta: dict[str, str] | None = None
         except _Bad as b:
             problems.append(RowProblem(where, b.field, b.message))
 
+    if not text.strip():
+        raise BenchmarkFileError("empty file", source=str(path))
     name = path.name.lower()
     if name.endswith(".csv"):
         header, rows = _csv_rows(text, path)
+        if not rows:
+            raise BenchmarkFileError("no rows under the header", source=str(path))
         if "silicon_tpot_ms" in header:
+            if meta:
+                raise BenchmarkFileError("--meta does not apply: AIConfigurator's CSV records "
+                                         "its model, GPU, engine and parallelism per row",
+                                         source=str(path))
             for i, r in rows:
                 take(f"{path}:{i}", _aic_row, r, f"{path}:{i}")
             return runs, problems
@@ -265,7 +294,8 @@ def read_benchmarks(path: Path, meta: dict[str, str] | None = None
                 f"({', '.join(KVPLAN_COLUMNS)})" if unknown else
                 "not a benchmark CSV kvplan knows (no model column)", source=str(path))
         for i, r in rows:
-            take(f"{path}:{i}", _kvplan_row, {**r, **meta}, f"{path}:{i}")
+            filled = {**r, **{k: v for k, v in meta.items() if not (r.get(k) or "").strip()}}
+            take(f"{path}:{i}", _kvplan_row, filled, f"{path}:{i}")
         return runs, problems
     if name.endswith(".jsonl"):
         for i, line in enumerate(text.splitlines(), start=1):
@@ -278,6 +308,9 @@ def read_benchmarks(path: Path, meta: dict[str, str] | None = None
             except json.JSONDecodeError as e:
                 problems.append(RowProblem(f"{path}:{i}", "line", f"not JSON ({e.msg})"))
                 continue
+            except (RecursionError, ValueError) as e:  # nesting too deep, integers too long
+                problems.append(RowProblem(f"{path}:{i}", "line", f"not readable JSON ({e})"[:200]))
+                continue
             if not isinstance(d, dict):
                 problems.append(RowProblem(f"{path}:{i}", "line", "not a JSON object"))
                 continue
@@ -288,6 +321,8 @@ def read_benchmarks(path: Path, meta: dict[str, str] | None = None
             d = json.loads(text)
         except json.JSONDecodeError as e:
             raise BenchmarkFileError(f"not JSON ({e.msg}, line {e.lineno})", source=str(path)) from None
+        except (RecursionError, ValueError) as e:  # nesting too deep, integers too long
+            raise BenchmarkFileError(f"not readable JSON ({e})"[:200], source=str(path)) from None
         if not isinstance(d, dict) or not ({"mean_tpot_ms", "mean_ttft_ms"} & set(d)):
             raise BenchmarkFileError("not a `vllm bench serve --save-result` JSON (no mean_ttft_ms "
                                      "or mean_tpot_ms)", source=str(path))

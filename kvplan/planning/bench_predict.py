@@ -10,7 +10,6 @@ calibration fit re-evaluates thousands of rows per second (``stack``: the same o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 from ..core.benchmark import MeasuredRun, RowProblem
 from ..core.errors import KvplanError
@@ -36,19 +35,11 @@ class RowTerms:
 
 
 def _capacity(r: FitResult, context: int) -> int:
-    """Sequences of ``context`` tokens the planned pool holds: the pool's bytes over one
-    sequence's bytes at that context (whole blocks, states included)."""
-    block = r.block_size_tokens
-    tokens = -(-context // block) * block
-    counts: dict[int, list] = {}
-    for layer in r.footprint.layer_costs:
-        for c in layer:
-            counts.setdefault(id(c), [c, 0])[1] += 1
-    per_seq = Fraction(0)
-    for c, n in counts.values():
-        per_seq += n * (c.state_bytes_per_rank if c.state_bytes_per_rank else
-                        c.rank_bytes_for_tokens(tokens))
-    return int(r.budget.kv_pool_bytes // per_seq) if per_seq else r.max_num_seqs
+    """Sequences of ``context`` tokens the planned pool holds: ``plan_fit``'s own rule
+    (``concurrency_at``: pools per stage, sliding windows, hybrid groups)."""
+    from .fit_pools import concurrency_at
+
+    return concurrency_at(r, context)
 
 
 def _prefill_attn_per_token(m: StepModel, prompt: int) -> float:
@@ -111,23 +102,37 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
         longest[k] = max(longest.get(k, 0), run.prompt_tokens + run.output_tokens)
     out: list[RowTerms] = []
     problems: list[RowProblem] = []
+    capacity: dict[tuple, int] = {}
     for run in runs:
         k = (run.model, run.gpu, run.engine, run.tp, run.pp, run.weight_dtype, run.kv_dtype)
+        context = run.prompt_tokens + run.output_tokens
         try:
-            r, sm = planner.plan(run, longest[k])
+            try:
+                r, sm = planner.plan(run, longest[k])
+                ok = r.max_concurrency >= 1
+            except KvplanError:
+                if longest[k] == context:
+                    raise
+                ok = False
+            if not ok and longest[k] != context:  # a longer row of the group does not fit
+                r, sm = planner.plan(run, context)
         except KvplanError as e:
-            problems.append(RowProblem(run.source, e.field or "model", str(e)))
+            problems.append(RowProblem(run.source, e.field or "model", e.detail))
             continue
         except ValueError as e:  # no parameter inventory
             problems.append(RowProblem(run.source, "model", str(e)))
             continue
         if r.max_concurrency < 1:
-            problems.append(RowProblem(run.source, "tp", f"{r.verdict} (kvplan's plan of this "
-                                       "deployment holds no sequence; the run did)"))
+            problems.append(RowProblem(run.source, "deployment", f"{r.verdict} (kvplan's plan "
+                                       "of this deployment holds no sequence; the run did)"))
             continue
         # the pool holds sequences at their mean context: the engine admits a request while
         # blocks are free, and running sequences are on average half-way through their output
-        cap = _capacity(r, run.prompt_tokens + (run.output_tokens + 1) // 2)
+        mean_ctx = run.prompt_tokens + (run.output_tokens + 1) // 2
+        ck = (id(r), mean_ctx)
+        if ck not in capacity:
+            capacity[ck] = _capacity(r, mean_ctx)
+        cap = capacity[ck]
         slots = min(run.concurrency or 1, cap, r.max_num_seqs)
         shape = loop_shape(run.concurrency or 1, slots, run.prompt_tokens, run.output_tokens,
                            r.max_num_batched_tokens, run.num_prompts)
@@ -142,10 +147,26 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
 
 
 def predict(t: RowTerms, e: Efficiency) -> LoopTimes:
+    return predict_detail(t, e)[0]
+
+
+def predict_detail(t: RowTerms, e: Efficiency) -> tuple[LoopTimes, dict]:
+    """The row's times and every intermediate a reader needs to re-derive them."""
     pp = t.step.pp
     decode_s = pp * step_time(t.step, t.decode, e).seconds
     mixed_s = pp * step_time(t.step, t.mixed, e).seconds
     burst_s = pp * step_time(t.step, t.burst, e).seconds
     host = e.host_ttft_s + e.host_ttft_per_prompt_token_s * t.run.prompt_tokens
     share = e.startup_share if t.shape.startup_share is None else t.shape.startup_share
-    return loop_times(t.shape, decode_s, mixed_s, burst_s, host, share)
+    lt = loop_times(t.shape, decode_s, mixed_s, burst_s, host, share)
+    s = t.shape
+    detail = {"slots": s.slots, "kv_pool_capacity_sequences": t.capacity,
+              "max_num_seqs": t.plan.max_num_seqs,
+              "max_num_batched_tokens": t.plan.max_num_batched_tokens,
+              "prefill_chunks": s.chunks, "decode_batch": s.decode_batch,
+              "chunk_tokens": s.chunk_tokens, "chunk_share": s.chunk_share,
+              "decode_step_s": float(decode_s), "mixed_step_s": float(mixed_s),
+              "burst_step_s": float(burst_s), "host_ttft_s": float(host),
+              "startup_share": float(share), "startup_share_recorded": s.startup_share is not None,
+              "queue_s": float(lt.queue_s), "prefill_queue_saturated": bool(lt.saturated)}
+    return lt, detail

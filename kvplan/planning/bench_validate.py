@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core.benchmark import MeasuredRun, RowProblem
 from ..core.perf import Efficiency
-from .bench_predict import RowTerms, predict, row_terms
+from .bench_predict import RowTerms, predict_detail, row_terms
 
 METRICS = ("tpot", "ttft", "throughput")
 
@@ -27,6 +27,7 @@ class RowResult:
     predicted: dict[str, float]
     measured: dict[str, float]
     errors: dict[str, float]
+    detail: dict = field(default_factory=dict)  # slots, budget, step times, efficiency terms
 
     @property
     def ok(self) -> bool | None:
@@ -100,7 +101,8 @@ def evaluate_rows(terms: list[RowTerms], efficiency=None, uncalibrated: bool = F
     out = []
     for t in terms:
         e = efficiency(t) if efficiency else efficiency_for_row(t, cache, uncalibrated)
-        lt = predict(t, e)
+        lt, detail = predict_detail(t, e)
+        detail["efficiency"] = {k: v for k, v in e.__dict__.items() if k != "source"}
         pred = {"tpot": float(lt.tpot_s), "ttft": float(lt.ttft_s),
                 "throughput": float(lt.output_tokens_per_s)}
         meas = {"tpot": t.run.tpot_s, "ttft": t.run.ttft_s, "throughput": t.run.output_tokens_per_s}
@@ -108,7 +110,7 @@ def evaluate_rows(terms: list[RowTerms], efficiency=None, uncalibrated: bool = F
         errors = {k: pred[k] / v - 1 for k, v in measured.items()}
         label = e.source if e.calibrated or "uncalibrated" in e.source else \
             f"uncalibrated ({e.source})"
-        out.append(RowResult(t.run, label, pred, measured, errors))
+        out.append(RowResult(t.run, label, pred, measured, errors, detail))
     return out
 
 
@@ -124,8 +126,15 @@ def validate_benchmarks(paths: list[Path], meta: dict[str, str] | None = None,
         problems += ps
     terms, more = row_terms(runs)
     assumptions = sorted({a for r in runs for a in r.assumptions})
-    if any(t.shape.startup_share is None for t in terms):
+    results = evaluate_rows(terms, uncalibrated=uncalibrated)
+    shares = sorted({(r.run.gpu, r.run.engine, round(r.detail["startup_share"], 3))
+                     for r in results if not r.detail["startup_share_recorded"]})
+    if shares:
         assumptions.append("num_prompts not recorded: the start-up wave's share of the requests "
-                           "is the calibration's fitted startup_share (0 uncalibrated)")
-    return Report(evaluate_rows(terms, uncalibrated=uncalibrated),
-                  problems + more, [str(p) for p in paths], assumptions)
+                           "is the calibration's fitted startup_share (0 uncalibrated): "
+                           + ", ".join(f"{g} {e} {s:g}" for g, e, s in shares))
+    saturated = sum(r.detail["prefill_queue_saturated"] for r in results)
+    if saturated:
+        assumptions.append(f"{saturated:,} rows saturate the prefill queue (utilisation capped "
+                           "at 0.95 in the M/D/1 wait): their TTFT is a floor")
+    return Report(results, problems + more, [str(p) for p in paths], assumptions)

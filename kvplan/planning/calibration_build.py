@@ -15,7 +15,7 @@ from pathlib import Path
 from ..core.benchmark import MeasuredRun, RowProblem
 from .bench_predict import RowTerms, row_terms
 from .bench_validate import METRICS, RowResult, Stats, evaluate_rows, stats
-from .calibration_fit import MIN_ROWS, Fitted, fit, held_out
+from .calibration_fit import MIN_ROWS, Fitted, fit, held_out, timed
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def calibrate(paths: list[Path], *, source: str, date: str, meta: dict[str, str]
         train = [t for t in rows if not held_out(t)]
         test = [t for t in rows if held_out(t)]
         before = evaluate_rows(test, uncalibrated=True)
-        fitted = fit(train, f"{source}: {gpu} {engine}") if len(train) >= MIN_ROWS else None
+        fitted = fit(train, f"{source}: {gpu} {engine}") if len(timed(train)) >= MIN_ROWS else None
         after = evaluate_rows(test, efficiency=lambda t, f=fitted: f.efficiency) if fitted else before
         g = GroupFit(gpu, engine, fitted, len(train), len(test), _stats(before), _stats(after),
                      tuple(sorted({t.run.engine_version for t in rows if t.run.engine_version})))

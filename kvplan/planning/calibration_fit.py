@@ -164,8 +164,16 @@ class Fitted:
     loss: float
 
 
+def timed(rows: list[RowTerms]) -> list[RowTerms]:
+    """The rows a fit can use: those that measured TTFT or TPOT."""
+    return [t for t in rows if t.run.tpot_s or t.run.ttft_s]
+
+
 def fit(rows: list[RowTerms], source: str) -> Fitted:
-    """The efficiency that best predicts ``rows`` (at least ``MIN_ROWS``)."""
+    """The efficiency that best predicts ``rows`` (at least ``MIN_ROWS`` timed ones)."""
+    rows = timed(rows)
+    if len(rows) < MIN_ROWS:
+        raise ValueError(f"{len(rows)} rows with TTFT or TPOT; a fit needs {MIN_ROWS}")
     a = _Arrays(rows)
     base = Efficiency(source=source, calibrated=True)
 
