@@ -331,3 +331,15 @@ def read_benchmarks(path: Path, meta: dict[str, str] | None = None
     raise BenchmarkFileError("format not recognised: expected .json (vllm bench serve), .jsonl "
                              "(SGLang bench_serving) or .csv (AIConfigurator silicon or kvplan "
                              "columns)", source=str(path))
+
+
+def read_all(paths: list[Path], meta: dict[str, str] | None = None
+             ) -> tuple[list[MeasuredRun], list[RowProblem]]:
+    """Every row of every file, in order, and the rows that could not be read."""
+    runs: list[MeasuredRun] = []
+    problems: list[RowProblem] = []
+    for p in paths:
+        rs, ps = read_benchmarks(p, meta)
+        runs += rs
+        problems += ps
+    return runs, problems

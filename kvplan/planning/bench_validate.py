@@ -116,14 +116,9 @@ def evaluate_rows(terms: list[RowTerms], efficiency=None, uncalibrated: bool = F
 
 def validate_benchmarks(paths: list[Path], meta: dict[str, str] | None = None,
                         uncalibrated: bool = False) -> Report:
-    from ..loaders.benchmarks import read_benchmarks
+    from ..loaders.benchmarks import read_all
 
-    runs: list[MeasuredRun] = []
-    problems: list[RowProblem] = []
-    for p in paths:
-        rs, ps = read_benchmarks(p, meta)
-        runs += rs
-        problems += ps
+    runs, problems = read_all(paths, meta)
     terms, more = row_terms(runs)
     assumptions = sorted({a for r in runs for a in r.assumptions})
     results = evaluate_rows(terms, uncalibrated=uncalibrated)

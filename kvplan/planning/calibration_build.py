@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.benchmark import MeasuredRun, RowProblem
+from ..core.benchmark import RowProblem
 from .bench_predict import RowTerms, row_terms
 from .bench_validate import METRICS, RowResult, Stats, evaluate_rows, stats
 from .calibration_fit import MIN_ROWS, Fitted, fit, held_out, timed
@@ -70,14 +70,9 @@ def _doc(g: GroupFit, source: str, date: str) -> str:
 
 def calibrate(paths: list[Path], *, source: str, date: str, meta: dict[str, str] | None = None
               ) -> CalibrationOutcome:
-    from ..loaders.benchmarks import read_benchmarks
+    from ..loaders.benchmarks import read_all
 
-    runs: list[MeasuredRun] = []
-    problems: list[RowProblem] = []
-    for p in paths:
-        rs, ps = read_benchmarks(p, meta)
-        runs += rs
-        problems += ps
+    runs, problems = read_all(paths, meta)
     terms, more = row_terms(runs)
     read_problems = len(problems)
     problems += more
