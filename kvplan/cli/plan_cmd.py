@@ -31,6 +31,10 @@ def plan(
                                              "scenario's seed, else 0).")] = None,
     samples: Annotated[int | None, typer.Option("--samples", help="Requests to sample "
                                                 "(default: the scenario's, else 10,000).")] = None,
+    simulate: Annotated[int, typer.Option("--simulate", help="Also step the best configuration "
+                                          "through N of the sampled requests (continuous "
+                                          "batching, chunked prefill) for TTFT/TPOT "
+                                          "percentiles.")] = 0,
     require_fit: Annotated[bool, typer.Option(
         "--require-fit", help="Exit 1 when no configuration fits and meets the SLOs and rate.")] = False,
 ) -> int:
@@ -45,9 +49,11 @@ def plan(
         raise InputError("must be >= 0", field="--seed")
     if samples is not None and samples < 1:
         raise InputError("must be a positive integer", field="--samples")
+    if not 0 <= simulate <= 100_000:
+        raise InputError("expected 0 to 100,000 requests", field="--simulate")
     if output is not None:
         refuse_existing(output, force)
-    rep = run_scenario(load_scenario(scenario), seed=seed, samples=samples)
+    rep = run_scenario(load_scenario(scenario), seed=seed, samples=samples, simulate=simulate)
     for w in rep.warnings:
         typer.echo(f"kvplan: warning: {w}", err=True)
     if fmt == "terminal" and output is None:

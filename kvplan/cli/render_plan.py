@@ -12,6 +12,7 @@ from ..report.plan_report import (
     headline,
     launch_line,
     rows,
+    simulation_lines,
     skipped_line,
     status,
     workload_lines,
@@ -47,6 +48,8 @@ def render_plan(rep: PlanReport) -> None:
         for reason in top.evaluation.reasons:
             out.print(f"  why not: {reason}")
         out.print(launch_line(top), soft_wrap=True)
+    for line in simulation_lines(rep.simulation):
+        out.print(line)
     for s in rep.skipped:
         out.print(f"not planned: {skipped_line(s)}", style="dim")
     out.print("Assumptions:")

@@ -64,6 +64,7 @@ class PlanReport:
     samples: int = 0  # conversations sampled (a trace: its lines)
     model_assumptions: tuple[str, ...] = ()  # what the model's config reading assumed
     assumed_standard_attention: bool = False
+    simulation: dict | None = None  # --simulate: the best configuration stepped request by request
 
     @property
     def best(self) -> Outcome | None:
@@ -95,7 +96,8 @@ def _rank_key(o: Outcome):
             -(e.headroom or 0.0), -e.output_tokens_per_s_per_replica)
 
 
-def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None = None) -> PlanReport:
+def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None = None,
+                 simulate: int = 0) -> PlanReport:
     from ..loaders.hf_params import weight_inventory
     from ..loaders.quant_config import weight_format
     from ..loaders.resolve import load_model
@@ -179,10 +181,15 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         launch = launch_commands(r, ev.batch) if ev.batch else {}
         outcomes.append(Outcome(cand, r, sm, eff, ev, price, launch))
     outcomes.sort(key=_rank_key)
+    simulation = None
+    if simulate and outcomes and outcomes[0].evaluation.ok:
+        from .simulate_plan import simulate_outcome
+
+        simulation = simulate_outcome(outcomes[0], kept, w, simulate, seed)
     return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),
                       tuple(skipped), tuple(assumptions(sc, outcomes, model)), tuple(warnings), seed,
                       len(w.trace) if w.trace is not None else samples, model.assumptions,
-                      model.standard_attention_assumed)
+                      model.standard_attention_assumed, simulation)
 
 
 def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = None) -> list[str]:

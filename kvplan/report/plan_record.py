@@ -90,4 +90,5 @@ def plan_record(rep: PlanReport) -> dict:
         "model_assumptions": list(rep.model_assumptions),
         "assumed_standard_attention": rep.assumed_standard_attention,
         "warnings": list(rep.warnings),
+        "simulation": rep.simulation,
     }

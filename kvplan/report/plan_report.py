@@ -96,6 +96,32 @@ def workload_lines(rep: PlanReport) -> list[str]:
     return out
 
 
+def simulation_lines(sim: dict | None) -> list[str]:
+    """The --simulate result: percentiles of TTFT and TPOT over the simulated requests."""
+    if not sim:
+        return []
+    c = sim["configuration"]
+
+    def pct(d: dict | None) -> str:
+        if not d:
+            return "none"
+        return (f"mean {d['mean'] * 1e3:.1f} ms, p50 {d['p50'] * 1e3:.1f}, p90 {d['p90'] * 1e3:.1f}, "
+                f"p99 {d['p99'] * 1e3:.1f} ms")
+
+    lines = [f"Simulated {sim['requests']:,} requests on one replica of rank 1 ({c['gpu']} "
+             f"tp {c['tp']} x pp {c['pp']}, {c['kv_dtype']}): {sim['arrivals']}; "
+             f"max_num_seqs {sim['max_num_seqs']:,}, token budget "
+             f"{sim['max_num_batched_tokens']:,} per step, {sim['steps']:,} steps (at the load "
+             "the replica carries; the table's TPOT is at the planned batch cap)",
+             f"TTFT {pct(sim['ttft_s'])}", f"TPOT {pct(sim['tpot_s'])}"]
+    if sim["output_tokens_per_s"]:
+        lines.append(f"{sim['output_tokens_per_s']:,.0f} output tokens/s over "
+                     f"{sim['simulated_s']:.1f} simulated s ({sim['efficiency']})")
+    if sim["unfinished"]:
+        lines.append(f"{sim['unfinished']:,} requests unfinished at the step limit")
+    return lines
+
+
 def detail_lines(o: Outcome) -> list[str]:
     """The chosen configuration: memory, time, cost, offload / preemption / disaggregation."""
     r, e = o.fit, o.evaluation
@@ -177,6 +203,9 @@ def markdown(rep: PlanReport) -> str:
         if top.evaluation.reasons:
             out += [f"- Why not: {x}" for x in top.evaluation.reasons]
         out += ["", "```sh", launch_line(top), "```"]
+    if rep.simulation:
+        out += ["", "## Simulated (kvplan/core/scheduler_sim.py)", ""]
+        out += [f"- {x}" for x in simulation_lines(rep.simulation)]
     out += _tail_md(rep)
     return "\n".join(out) + "\n"
 

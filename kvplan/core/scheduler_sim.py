@@ -1,0 +1,183 @@
+"""A step-by-step simulation of a continuous-batching engine (vLLM V1's scheduler, which
+SGLang's and TRT-LLM's resemble), stepping the roofline of ``kvplan.core.perf``. Pure.
+
+Every step, in this order (vLLM ``Scheduler.schedule``): each running sequence that has
+finished its prompt decodes one token; sequences part-way through their prompt continue it;
+then waiting requests are admitted first come, first served, while the step's token budget
+(``max_num_batched_tokens``), ``max_num_seqs`` and the KV pool allow, each taking as many
+prompt tokens as the budget has left (chunked prefill). A request is admitted only when the
+pool can hold its whole final length (prompt + output): kvplan does not simulate preemption,
+so the pool never over-commits (vLLM admits on current blocks and preempts when it runs out;
+under memory pressure it is more optimistic than this).
+
+The step's time is ``step_time`` of the work it does: every running sequence's KV read at
+its own context (sliding layers capped at their window), attention over each prompt chunk's
+query-key pairs, GEMMs for every token. A request's first token comes at the end of the step
+that finishes its prompt (TTFT from its arrival, plus the calibrated host time); each later
+token at the end of a step (its TPOT: (last - first) / (output - 1)).
+
+Arrivals: given times (a Poisson draw or a trace), or closed loop (``users`` clients, each
+sending its next request when the last one ends).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from .perf import Efficiency, StepModel, StepTerms, _causal_pairs, distinct_experts, step_time
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    arrival_s: float
+    prompt_tokens: int  # to prefill
+    output_tokens: int
+    cached_tokens: int = 0  # served by the prefix cache: attended to, not computed
+
+
+@dataclass(frozen=True)
+class SimLimits:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    pool_tokens: int  # tokens the KV pool holds (whole blocks)
+    block_tokens: int
+
+
+@dataclass(frozen=True)
+class SimResult:
+    ttft_s: tuple[float, ...]  # per finished request, in finishing order
+    tpot_s: tuple[float, ...]  # per finished request with more than one output token
+    steps: int
+    seconds: float  # simulated time until the last request finished
+    output_tokens: int
+    unfinished: int  # requests left when the step limit stopped the run
+
+
+class _Seq:
+    __slots__ = ("req", "done_prompt", "generated", "first_s", "blocks")
+
+    def __init__(self, req: SimRequest, block: int):
+        self.req = req
+        self.done_prompt = 0
+        self.generated = 0
+        self.first_s = 0.0
+        self.blocks = -(-(req.cached_tokens + req.prompt_tokens + req.output_tokens) // block)
+
+
+def _terms(m: StepModel, decode_ctx: list[int], chunks: list[tuple[int, int]]) -> StepTerms:
+    b = len(decode_ctx)
+    p = sum(n for _, n in chunks)
+    tokens = b + p
+    kv = b * m.state_bytes
+    attn = 0.0
+    for r in m.kv_reads:
+        cap = r.cap_tokens
+        kv += r.bytes_per_token * (sum(decode_ctx) if cap is None else sum(min(n, cap) for n in decode_ctx))
+    for r in m.attn_flops:
+        cap = r.cap_tokens
+        attn += r.bytes_per_token * (sum(decode_ctx) if cap is None else sum(min(n, cap) for n in decode_ctx))
+    for r in m.prefill_attn_flops if m.prefill_attn_flops is not None else m.attn_flops:
+        for start, n in chunks:
+            attn += r.bytes_per_token * (_causal_pairs(start + n, r.cap_tokens)
+                                         - _causal_pairs(start, r.cap_tokens))
+    calls = 0.0 if m.tp == 1 else 2.0 * m.layers
+    ring = 0.0 if m.tp == 1 else 2 * (m.tp - 1) / m.tp
+    return StepTerms(
+        dense_bytes=m.weight_bytes,
+        expert_bytes=distinct_experts(m, tokens) * m.expert_bytes * m.moe_layers,
+        kv_bytes=kv, dense_flops=tokens * (m.flops_per_token - m.expert_flops_per_token),
+        expert_flops=tokens * m.expert_flops_per_token, comm_calls=calls,
+        comm_bytes=calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element,
+        sequences=b, attn_flops=attn)
+
+
+def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimRequest], *,
+             users: int | None = None, max_steps: int = 200_000) -> SimResult:
+    """Run ``requests`` (arrival order; closed loop: the first ``users`` start at 0 and each
+    finished request releases the next one at that time) until all finish or ``max_steps``."""
+    block = limits.block_tokens
+    free_blocks = limits.pool_tokens // block
+    pending = deque(sorted(requests, key=lambda r: r.arrival_s)) if users is None else deque(requests)
+    waiting: deque[_Seq] = deque()
+    running: list[_Seq] = []
+    now = 0.0
+    steps = 0
+    ttft: list[float] = []
+    tpot: list[float] = []
+    out_tokens = 0
+    arrivals: dict[int, float] = {}
+
+    def release(t: float):
+        if pending:
+            r = pending.popleft()
+            arrivals[id(r)] = t
+            waiting.append(_Seq(r, block))
+
+    if users is not None:
+        for _ in range(min(users, len(pending))):
+            release(0.0)
+    while steps < max_steps:
+        if users is None:
+            while pending and pending[0].arrival_s <= now:
+                r = pending.popleft()
+                arrivals[id(r)] = r.arrival_s
+                waiting.append(_Seq(r, block))
+        if not running and not waiting:
+            if users is None and pending:
+                now = pending[0].arrival_s
+                continue
+            break
+        budget = limits.max_num_batched_tokens
+        decode_ctx: list[int] = []
+        decoding: list[_Seq] = []
+        chunks: list[tuple[int, int]] = []
+        prefilling: list[tuple[_Seq, int]] = []
+        for s in running:
+            if s.done_prompt == s.req.prompt_tokens:
+                if budget > 0:
+                    decode_ctx.append(s.req.cached_tokens + s.req.prompt_tokens + s.generated)
+                    decoding.append(s)
+                    budget -= 1
+            elif budget > 0:
+                n = min(budget, s.req.prompt_tokens - s.done_prompt)
+                chunks.append((s.req.cached_tokens + s.done_prompt, n))
+                prefilling.append((s, n))
+                budget -= n
+        while waiting and budget > 0 and len(running) < limits.max_num_seqs \
+                and waiting[0].blocks <= free_blocks:
+            s = waiting.popleft()
+            free_blocks -= s.blocks
+            running.append(s)
+            n = min(budget, s.req.prompt_tokens)
+            chunks.append((s.req.cached_tokens, n))
+            prefilling.append((s, n))
+            budget -= n
+        if not decode_ctx and not chunks:  # nothing can run: the head request never fits
+            break
+        now += m.pp * step_time(m, _terms(m, decode_ctx, chunks), e).seconds
+        steps += 1
+        finished: list[_Seq] = []
+        for s in decoding:
+            s.generated += 1
+            out_tokens += 1
+        for s, n in prefilling:
+            s.done_prompt += n
+            if s.done_prompt == s.req.prompt_tokens:
+                s.generated = 1
+                out_tokens += 1
+                s.first_s = now
+                ttft.append(now - arrivals[id(s.req)] + e.host_ttft_s
+                            + e.host_ttft_per_prompt_token_s * s.req.prompt_tokens)
+        for s in running:
+            if s.generated >= s.req.output_tokens:
+                finished.append(s)
+        for s in finished:
+            running.remove(s)
+            free_blocks += s.blocks
+            if s.req.output_tokens > 1:
+                tpot.append((now - s.first_s) / (s.req.output_tokens - 1))
+            if users is not None:
+                release(now)
+    unfinished = len(running) + len(waiting) + len(pending)
+    return SimResult(tuple(ttft), tuple(tpot), steps, now, out_tokens, unfinished)
