@@ -76,3 +76,48 @@ def test_plan_simulate_json():
     assert 0 < sim["ttft_s"]["p50"] <= sim["ttft_s"]["p90"] <= sim["ttft_s"]["p99"]
     assert 0 < sim["tpot_s"]["p50"] <= sim["tpot_s"]["p99"]
     assert sim["arrivals"].startswith("Poisson at ")
+
+
+def test_shared_prefix_is_held_once():
+    # pool 4 blocks of 16; a 32-token shared prefix takes 2; each request's private part
+    # (10 prompt + 2 output - 1 unwritten = 11 tokens) takes 1: two run together
+    lim = SimLimits(max_num_seqs=8, max_num_batched_tokens=8192, pool_tokens=64, block_tokens=16)
+    reqs = [SimRequest(0.0, 10, 2, cached_tokens=32, shared_tokens=32)] * 2
+    r = simulate(M, E, lim, reqs)
+    assert r.ttft_s == pytest.approx((1e-3, 1e-3))
+
+
+def test_repeated_request_objects_keep_their_own_arrivals():
+    lim = SimLimits(max_num_seqs=1, max_num_batched_tokens=8192, pool_tokens=10**6, block_tokens=16)
+    same = simulate(M, E, lim, [SimRequest(0.0, 10, 2)] * 4, users=3)
+    distinct = simulate(M, E, lim, [SimRequest(0.0, 10, 2) for _ in range(4)], users=3)
+    assert same.ttft_s == pytest.approx(distinct.ttft_s)
+    assert distinct.ttft_s == pytest.approx((1e-3, 3e-3, 5e-3, 5e-3))
+
+
+def test_stall_and_bad_arrivals():
+    lim = SimLimits(max_num_seqs=8, max_num_batched_tokens=8192, pool_tokens=64, block_tokens=16)
+    r = simulate(M, E, lim, [SimRequest(0, 10, 2), SimRequest(0, 1000, 2), SimRequest(0, 10, 2)])
+    assert r.stalled and r.unfinished == 2
+    with pytest.raises(ValueError):
+        simulate(M, E, WIDE, [SimRequest(float("nan"), 10, 2)])
+
+
+def test_plan_simulate_states_its_limits(tmp_path):
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from kvplan.cli.main import run
+
+    text = (Path(__file__).resolve().parent.parent / "examples" / "chat-shared-prompt.yaml").read_text()
+    assert "request_rate: 20" in text
+    p = tmp_path / "cl.yaml"
+    p.write_text(text.replace("request_rate: 20", "concurrent_requests: 64"))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert run(["plan", str(p), "--simulate", "200", "--samples", "100", "--format", "json"]) == 0
+    sim = json.loads(buf.getvalue())["simulation"]
+    assert sim["requests"] == 100 and sim["arrivals"].startswith("closed loop")
+    assert any("warm-up" in n for n in sim["notes"])
+    assert any("200 requests asked, 100 sampled" in n for n in sim["notes"])

@@ -227,7 +227,7 @@ def speculative_step_s(m: StepModel, batch, context):
 def tpot_s(m: StepModel, batch, context):
     """Time per output token (inter-token latency) of every sequence in the batch; with
     speculative decoding, a speculative step over the ``acceptance_length`` tokens it emits."""
-    if m.speculative_tokens:
+    if m.speculative_tokens:  # the draft runs on one stage (plan_fit refuses pp > 1 with one)
         return m.pp * speculative_step_s(m, batch, context) / m.acceptance_length
     return m.pp * decode_step(m, batch, context).seconds
 

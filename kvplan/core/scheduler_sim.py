@@ -1,14 +1,16 @@
 """A step-by-step simulation of a continuous-batching engine (vLLM V1's scheduler, which
 SGLang's and TRT-LLM's resemble), stepping the roofline of ``kvplan.core.perf``. Pure.
 
-Every step, in this order (vLLM ``Scheduler.schedule``): each running sequence that has
-finished its prompt decodes one token; sequences part-way through their prompt continue it;
-then waiting requests are admitted first come, first served, while the step's token budget
-(``max_num_batched_tokens``), ``max_num_seqs`` and the KV pool allow, each taking as many
-prompt tokens as the budget has left (chunked prefill). A request is admitted only when the
-pool can hold its whole final length (prompt + output): kvplan does not simulate preemption,
+Every step (vLLM ``Scheduler.schedule``): the running sequences, in admission order, each take
+one decode token or the next chunk of their prompt; then waiting requests are admitted first
+come, first served, while the step's token budget (``max_num_batched_tokens``),
+``max_num_seqs`` and the KV pool allow, each taking as many prompt tokens as the budget has
+left (chunked prefill). A request is admitted only when the pool can hold its whole final
+length (prompt + output): kvplan does not simulate preemption,
 so the pool never over-commits (vLLM admits on current blocks and preempts when it runs out;
-under memory pressure it is more optimistic than this).
+under memory pressure it is more optimistic than this). A shared prefix is held once: its
+blocks are taken from the pool before the run and not charged to each request; the last
+generated token's KV is never written (as in the plan).
 
 The step's time is ``step_time`` of the work it does: every running sequence's KV read at
 its own context (sliding layers capped at their window), attention over each prompt chunk's
@@ -34,6 +36,7 @@ class SimRequest:
     prompt_tokens: int  # to prefill
     output_tokens: int
     cached_tokens: int = 0  # served by the prefix cache: attended to, not computed
+    shared_tokens: int = 0  # of the cached tokens, those in blocks held once for all requests
 
 
 @dataclass(frozen=True)
@@ -51,18 +54,23 @@ class SimResult:
     steps: int
     seconds: float  # simulated time until the last request finished
     output_tokens: int
-    unfinished: int  # requests left when the step limit stopped the run
+    unfinished: int  # requests left when the run stopped
+    stalled: bool = False  # the head request can never be admitted (pool or limits too small)
+    ttft_arrival_s: tuple[float, ...] = ()  # each TTFT's request arrival (same order)
+    tpot_arrival_s: tuple[float, ...] = ()
 
 
 class _Seq:
-    __slots__ = ("req", "done_prompt", "generated", "first_s", "blocks")
+    __slots__ = ("req", "done_prompt", "generated", "first_s", "blocks", "arrival_s")
 
-    def __init__(self, req: SimRequest, block: int):
+    def __init__(self, req: SimRequest, block: int, arrival_s: float):
         self.req = req
+        self.arrival_s = arrival_s
         self.done_prompt = 0
         self.generated = 0
         self.first_s = 0.0
-        self.blocks = -(-(req.cached_tokens + req.prompt_tokens + req.output_tokens) // block)
+        private = req.cached_tokens - req.shared_tokens + req.prompt_tokens + req.output_tokens - 1
+        self.blocks = -(-max(private, 1) // block)
 
 
 def _terms(m: StepModel, decode_ctx: list[int], chunks: list[tuple[int, int]]) -> StepTerms:
@@ -93,11 +101,19 @@ def _terms(m: StepModel, decode_ctx: list[int], chunks: list[tuple[int, int]]) -
 
 
 def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimRequest], *,
-             users: int | None = None, max_steps: int = 200_000) -> SimResult:
+             users: int | None = None, max_steps: int | None = None) -> SimResult:
     """Run ``requests`` (arrival order; closed loop: the first ``users`` start at 0 and each
-    finished request releases the next one at that time) until all finish or ``max_steps``."""
+    finished request releases the next one at that time) until all finish, or ``max_steps``
+    (default: enough for every token to take its own step, so only a stall stops it)."""
+    import math
+
+    if any(not math.isfinite(r.arrival_s) or r.arrival_s < 0 for r in requests):
+        raise ValueError("arrival times must be finite and non-negative")
+    if max_steps is None:
+        max_steps = sum(r.prompt_tokens + r.output_tokens for r in requests) + len(requests) + 10
     block = limits.block_tokens
-    free_blocks = limits.pool_tokens // block
+    shared = max((r.shared_tokens for r in requests), default=0)
+    free_blocks = limits.pool_tokens // block - -(-shared // block)
     pending = deque(sorted(requests, key=lambda r: r.arrival_s)) if users is None else deque(requests)
     waiting: deque[_Seq] = deque()
     running: list[_Seq] = []
@@ -106,13 +122,13 @@ def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimR
     ttft: list[float] = []
     tpot: list[float] = []
     out_tokens = 0
-    arrivals: dict[int, float] = {}
+    ttft_at: list[float] = []
+    tpot_at: list[float] = []
+    stalled = False
 
     def release(t: float):
         if pending:
-            r = pending.popleft()
-            arrivals[id(r)] = t
-            waiting.append(_Seq(r, block))
+            waiting.append(_Seq(pending.popleft(), block, t))
 
     if users is not None:
         for _ in range(min(users, len(pending))):
@@ -121,8 +137,7 @@ def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimR
         if users is None:
             while pending and pending[0].arrival_s <= now:
                 r = pending.popleft()
-                arrivals[id(r)] = r.arrival_s
-                waiting.append(_Seq(r, block))
+                waiting.append(_Seq(r, block, r.arrival_s))
         if not running and not waiting:
             if users is None and pending:
                 now = pending[0].arrival_s
@@ -154,6 +169,7 @@ def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimR
             prefilling.append((s, n))
             budget -= n
         if not decode_ctx and not chunks:  # nothing can run: the head request never fits
+            stalled = True
             break
         now += m.pp * step_time(m, _terms(m, decode_ctx, chunks), e).seconds
         steps += 1
@@ -167,8 +183,9 @@ def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimR
                 s.generated = 1
                 out_tokens += 1
                 s.first_s = now
-                ttft.append(now - arrivals[id(s.req)] + e.host_ttft_s
+                ttft.append(now - s.arrival_s + e.host_ttft_s
                             + e.host_ttft_per_prompt_token_s * s.req.prompt_tokens)
+                ttft_at.append(s.arrival_s)
         for s in running:
             if s.generated >= s.req.output_tokens:
                 finished.append(s)
@@ -177,7 +194,9 @@ def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimR
             free_blocks += s.blocks
             if s.req.output_tokens > 1:
                 tpot.append((now - s.first_s) / (s.req.output_tokens - 1))
+                tpot_at.append(s.arrival_s)
             if users is not None:
                 release(now)
     unfinished = len(running) + len(waiting) + len(pending)
-    return SimResult(tuple(ttft), tuple(tpot), steps, now, out_tokens, unfinished)
+    return SimResult(tuple(ttft), tuple(tpot), steps, now, out_tokens, unfinished, stalled,
+                     tuple(ttft_at), tuple(tpot_at))

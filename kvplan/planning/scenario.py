@@ -185,7 +185,10 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     if simulate and outcomes and outcomes[0].evaluation.ok:
         from .simulate_plan import simulate_outcome
 
-        simulation = simulate_outcome(outcomes[0], kept, w, simulate, seed)
+        simulation = simulate_outcome(outcomes[0], kept, w, simulate, seed,
+                                      bool(sc.extras.disagg_link_bytes_per_s))
+    elif simulate:
+        warnings.append("--simulate: no configuration meets the scenario, so none was simulated")
     return PlanReport(sc, model.name, len(kept), note, max_len, excluded, st, tuple(outcomes),
                       tuple(skipped), tuple(assumptions(sc, outcomes, model)), tuple(warnings), seed,
                       len(w.trace) if w.trace is not None else samples, model.assumptions,

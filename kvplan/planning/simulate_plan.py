@@ -11,7 +11,7 @@ import statistics
 
 from ..core.scheduler_sim import SimLimits, SimRequest, simulate
 from ..core.workload import Request, Workload, quantile
-from .scenario_eval import prefill_tokens
+from .scenario_eval import cached_prefix_tokens, prefill_tokens
 
 
 def _pcts(values: tuple[float, ...]) -> dict | None:
@@ -22,7 +22,8 @@ def _pcts(values: tuple[float, ...]) -> dict | None:
             "p99": quantile(v, 99)}
 
 
-def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int) -> dict:
+def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
+                     disaggregated: bool = False) -> dict:
     """Simulate ``n`` of ``requests`` on one replica of outcome ``o`` (at least one replica's
     planned batch)."""
     r, ev = o.fit, o.evaluation
@@ -30,22 +31,43 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int)
     replicas = max(ev.replicas_needed, 1)
     rng = random.Random(seed)
     chosen = requests[:n]
+    notes = []
+    if n > len(requests):
+        notes.append(f"{n:,} requests asked, {len(requests):,} sampled: all of them simulated "
+                     "(raise --samples for more)")
     users = None
     t = 0.0
     reqs = []
     rate = None
     for x in chosen:
         p = prefill_tokens(x, w, block)
-        cached = x.context_tokens - p
+        shared = min(cached_prefix_tokens(x.shared_tokens, block), x.context_tokens - p)
         if w.request_rate_per_s:
             rate = w.request_rate_per_s / replicas
             t += rng.expovariate(rate)
-        reqs.append(SimRequest(t, p, x.output_tokens, cached))
+        reqs.append(SimRequest(t, p, x.output_tokens, x.context_tokens - p, shared))
     if not w.request_rate_per_s:
         users = max(1, math.ceil((w.concurrent_requests or 1) / replicas))
+        notes.append(f"closed loop: the first {users} requests (every user at once, at t = 0) "
+                     "are left out of the percentiles as warm-up")
+    if o.step.speculative_tokens:
+        notes.append("speculative decoding is not simulated: one token per decode step (the "
+                     "table's TPOT divides by the acceptance length)")
+    if disaggregated:
+        notes.append("simulated colocated: prefills share this replica's steps and no KV "
+                     "transfer is timed (the plan's disaggregated figures do not)")
     limits = SimLimits(max_num_seqs=max(ev.batch, 1), max_num_batched_tokens=r.max_num_batched_tokens,
                        pool_tokens=r.kv_pool_tokens, block_tokens=block)
     res = simulate(o.step, o.efficiency, limits, reqs, users=users)
+    ttft, tpot = res.ttft_s, res.tpot_s
+    if users is not None:  # drop the start-up wave
+        ttft = tuple(v for v, a in zip(ttft, res.ttft_arrival_s, strict=True) if a > 0) or ttft
+        tpot = tuple(v for v, a in zip(tpot, res.tpot_arrival_s, strict=True) if a > 0) or tpot
+    if res.stalled:
+        notes.append(f"{res.unfinished:,} requests never ran: the next one does not fit the pool "
+                     "or the limits")
+    notes.append("admission reserves each request's whole final length (no preemption); no "
+                 "pipeline-stage overlap")
     return {
         "configuration": {"gpu": o.candidate.gpu.key, "engine": r.layout.label,
                           "tp": o.candidate.tp, "pp": o.candidate.pp, "kv_dtype": r.kv_format},
@@ -54,8 +76,9 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int)
                      if rate else f"closed loop, {users} users per replica ({replicas} replicas)"),
         "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens,
         "pool_tokens": limits.pool_tokens,
-        "ttft_s": _pcts(res.ttft_s), "tpot_s": _pcts(res.tpot_s),
+        "ttft_s": _pcts(ttft), "tpot_s": _pcts(tpot),
         "output_tokens_per_s": res.output_tokens / res.seconds if res.seconds else None,
         "steps": res.steps, "simulated_s": res.seconds, "unfinished": res.unfinished,
+        "stalled": res.stalled, "notes": notes,
         "efficiency": o.efficiency.source,
     }

@@ -117,8 +117,9 @@ def simulation_lines(sim: dict | None) -> list[str]:
     if sim["output_tokens_per_s"]:
         lines.append(f"{sim['output_tokens_per_s']:,.0f} output tokens/s over "
                      f"{sim['simulated_s']:.1f} simulated s ({sim['efficiency']})")
-    if sim["unfinished"]:
+    if sim["unfinished"] and not sim.get("stalled"):
         lines.append(f"{sim['unfinished']:,} requests unfinished at the step limit")
+    lines += [f"note: {x}" for x in sim.get("notes", [])]
     return lines
 
 
