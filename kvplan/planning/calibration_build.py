@@ -59,7 +59,7 @@ def _doc(g: GroupFit, source: str, date: str) -> str:
             "source": source, "date": date, "rows_fit": g.rows_fit,
             "rows_held_out": g.rows_held_out,
             "split": "by measured sweep (source file, workflow run or config): sha1 parity",
-            "fit_loss_mean_squared_log_error": round(g.fitted.loss, 6),
+            "fit_loss_robust_log_error": round(g.fitted.loss, 6),
             "held_out": {f"{m}_median_abs_error": round(s.median_abs_error, 4)
                          for m, s in after.items()}
             | {f"{m}_p90_abs_error": round(s.p90_abs_error, 4) for m, s in after.items()},
