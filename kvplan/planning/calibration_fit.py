@@ -110,7 +110,7 @@ class _Arrays:
 
 def _decode(x: np.ndarray, base: Efficiency) -> Efficiency:
     values: dict = {}
-    for name, v in zip(PARAMS, x, strict=True):
+    for name, v in zip(PARAMS, np.clip(x, -50.0, 50.0), strict=True):
         if name in TIME_RANGE:
             lo, hi = TIME_RANGE[name]
             values[name] = float(lo * (hi / lo) ** (1 / (1 + np.exp(-v))))
