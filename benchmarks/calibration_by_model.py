@@ -27,7 +27,7 @@ def main() -> None:
     for t in terms:
         groups[t.key].append(t)
     tpot, ttft, by_family = [], [], collections.defaultdict(list)
-    for key, rows in sorted(groups.items()):
+    for _key, rows in sorted(groups.items()):
         for fam in sorted({t.run.family for t in rows}):
             train = [t for t in rows if t.run.family != fam]
             test = [t for t in rows if t.run.family == fam]
