@@ -35,6 +35,8 @@ def _load(path: Path) -> dict:
     except json.JSONDecodeError as e:
         raise ConfigError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}",
                           source=str(path)) from None
+    except (ValueError, RecursionError) as e:
+        raise ConfigError(f"unreadable JSON ({type(e).__name__})", source=str(path)) from None
     for key in ("name", "hub_id", "config"):
         if key not in data:
             raise ConfigError(f"missing required field {key}", source=str(path), field=key)

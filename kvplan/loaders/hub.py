@@ -120,7 +120,7 @@ def cached_config(repo_id: str, revision: str) -> tuple[str, Path] | None:
 def _read_json(path: Path, repo_id: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise HubError(f"cached config.json is unreadable ({type(e).__name__}); delete it or "
                        "pass --refresh", source=str(path)) from None
     if not isinstance(data, dict):
@@ -262,7 +262,7 @@ def _checkpoint_size(repo_id: str, commit: str, token: str | None = None) -> Che
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         return CheckpointSize(data["params_by_dtype"], data["bytes_by_dtype"], data["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         pass
     if offline():
         return None
@@ -290,7 +290,7 @@ def _checkpoint_size(repo_id: str, commit: str, token: str | None = None) -> Che
                                                        token=tok, timeout=timeout_s())
             for dtype, count in meta.parameter_count.items():
                 params[dtype] = params.get(dtype, 0) + count
-    except (NotASafetensorsRepoError, SafetensorsParsingError, ValueError):
+    except (NotASafetensorsRepoError, SafetensorsParsingError, ValueError, RecursionError):
         return None
     except Exception as e:
         raise _translate(e, repo_id, commit[:12], "safetensors headers") from None

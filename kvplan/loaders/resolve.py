@@ -27,6 +27,9 @@ def read_config_file(path: Path) -> dict:
     except json.JSONDecodeError as e:
         raise ConfigError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}",
                           source=str(path)) from None
+    except (ValueError, RecursionError) as e:  # integers over 4,300 digits, deep nesting
+        raise ConfigError(f"unreadable JSON ({type(e).__name__}: {e})"[:200],
+                          source=str(path)) from None
 
 
 def with_modelopt_file(config: object, path: Path) -> object:

@@ -23,8 +23,8 @@ def load_run(path: Path) -> dict:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise RunFileError(f"cannot read run file: {e.strerror}", source=str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RunFileError(f"corrupt run file ({type(e).__name__}: {e})".splitlines()[0],
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # long integers, deep nesting
+        raise RunFileError(f"corrupt run file ({type(e).__name__}: {e})".splitlines()[0][:200],
                            source=str(path)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise RunFileError(f"not a kvplan calibration run (schema {SCHEMA!r} expected)",

@@ -47,7 +47,7 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise CalibrationFileError(f"cannot read: {e.strerror}", source=str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # long integers, deep nesting
         raise CalibrationFileError(f"corrupt ({type(e).__name__})", source=str(path)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise CalibrationFileError(f"not a kvplan serving calibration (schema {SCHEMA!r})",

@@ -45,6 +45,9 @@ def read_trace(path: Path) -> tuple[tuple[int, int], ...]:
         except json.JSONDecodeError as e:
             problems.append(f"{where}: malformed JSON ({e.msg})")
             continue
+        except (ValueError, RecursionError) as e:  # integers over 4,300 digits, deep nesting
+            problems.append(f"{where}: unreadable JSON ({type(e).__name__})")
+            continue
         if not isinstance(row, dict):
             problems.append(f"{where}: expected a JSON object per line")
             continue

@@ -1,0 +1,49 @@
+"""JSON that the parser itself refuses — nesting deeper than the recursion limit, integers
+over Python's 4,300-digit limit — is one line and exit 2 wherever kvplan reads JSON: a
+config.json, a calibration run, a serving calibration, a trace (issue 16, class 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.cli.main import run
+
+DEEP = '{"a": ' + "[" * 100_000
+BIG = '{"num_hidden_layers": ' + "9" * 5000 + "}"
+
+
+def one_line(argv, capsys, monkeypatch=None):
+    code = run(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert "Traceback" not in err and err.count("\n") == 1 and err.startswith("kvplan: error: ")
+    return err
+
+
+@pytest.mark.parametrize("text", [DEEP, BIG], ids=["deep", "long-int"])
+def test_config_json(tmp_path, capsys, text):
+    p = tmp_path / "config.json"
+    p.write_text(text)
+    assert "unreadable JSON" in one_line(["size", str(p)], capsys)
+
+
+@pytest.mark.parametrize("text", [DEEP, BIG], ids=["deep", "long-int"])
+def test_run_file(tmp_path, capsys, text):
+    p = tmp_path / "run.json"
+    p.write_text(text)
+    assert "corrupt run file" in one_line(["validate", str(p)], capsys)
+
+
+def test_serving_calibration(tmp_path, capsys, monkeypatch, calibrations_on):
+    (tmp_path / "h200-sxm--vllm.json").write_text(DEEP)
+    monkeypatch.setenv("KVPLAN_CALIBRATION_PATH", str(tmp_path))
+    err = one_line(["curve", "llama-3.1-8b", "--gpu", "h200-sxm"], capsys)
+    assert "h200-sxm--vllm.json: corrupt (RecursionError)" in err
+
+
+def test_trace_line(tmp_path, capsys):
+    (tmp_path / "t.jsonl").write_text('{"prompt_tokens": ' + "9" * 5000 + "}\n")
+    s = tmp_path / "s.yaml"
+    s.write_text("kvplan: 1\nmodel: llama-3.1-8b\nhardware:\n  gpu: h100\nserving:\n  tp: 1\n"
+                 "workload:\n  request_rate: 5\n  trace: t.jsonl\n")
+    assert "t.jsonl:1: unreadable JSON (ValueError)" in one_line(["plan", str(s)], capsys)
