@@ -81,7 +81,7 @@ def validate(
     throughput_tolerance: Annotated[float | None, typer.Option("--throughput-tolerance")] = None,
 ) -> int:
     """Re-predict every measured case with the current code; exit 1 when any case fails."""
-    import json
+    from ..report import strict_json
 
     if benchmarks:
         return _benchmarks(_files(runs, "--benchmarks"), as_json, meta, by, uncalibrated,
@@ -99,7 +99,7 @@ def validate(
     verdicts = run_validate(paths)
     failed = [v for v in verdicts if v.ok is False]
     if as_json:
-        typer.echo(json.dumps([v.__dict__ for v in verdicts], indent=1))
+        typer.echo(strict_json.dumps([v.__dict__ for v in verdicts], indent=1))
     else:
         from rich.table import Table
 

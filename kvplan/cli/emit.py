@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import typer
+
+from ..report import strict_json
 
 
 def emit(warnings: tuple[str, ...], as_json: bool, record: Callable[[], dict],
@@ -14,6 +15,6 @@ def emit(warnings: tuple[str, ...], as_json: bool, record: Callable[[], dict],
     for warning in warnings:
         typer.echo(f"kvplan: warning: {warning}", err=True)
     if as_json:
-        typer.echo(json.dumps(record(), indent=2))
+        typer.echo(strict_json.dumps(record(), indent=2))
     else:
         render()

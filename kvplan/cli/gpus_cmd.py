@@ -36,14 +36,13 @@ def gpus(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List the known GPUs (use a key or alias as --gpu, or pass your own YAML file)."""
-    import json
-
     from ..core.units import GiB
     from ..loaders.hardware import all_gpus
+    from ..report import strict_json
 
     specs = all_gpus()
     if as_json:
-        typer.echo(json.dumps([gpu_record(g) for g in specs], indent=2))
+        typer.echo(strict_json.dumps([gpu_record(g) for g in specs], indent=2))
         return
     from rich.table import Table
 

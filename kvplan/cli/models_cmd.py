@@ -12,13 +12,12 @@ def models(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
 ) -> None:
     """List the built-in models (use a name or alias as MODEL)."""
-    import json
-
     from ..core.units import ceil_bytes
     from ..engines import get_engine
     from ..loaders import builtins
     from ..loaders.hf_config import parse_config
     from ..planning.footprint import kv_footprint
+    from ..report import strict_json
 
     rows = []
     for spec in builtins.all_specs():
@@ -33,7 +32,7 @@ def models(
                      "bytes_per_token": ceil_bytes(sum(r.bytes_per_token * r.count for r in fp.layers)),
                      "aliases": spec.get("aliases", [])})
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(strict_json.dumps(rows, indent=2))
         return
     from rich.table import Table
 

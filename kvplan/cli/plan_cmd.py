@@ -75,11 +75,10 @@ def plan(
 
 def _text(rep, fmt: str) -> str:
     if fmt == "json":
-        import json
-
+        from ..report import strict_json
         from ..report.plan_record import plan_record
 
-        return json.dumps(plan_record(rep), indent=2) + "\n"
+        return strict_json.dumps(plan_record(rep), indent=2) + "\n"
     if fmt == "html":
         from ..report.plan_report import html_report
 

@@ -3,10 +3,10 @@ tables of errors per group, problem lines, and the JSON / Markdown forms."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 from ..planning.bench_validate import GROUPINGS, METRICS, Report, Stats, stats
+from ..report import strict_json
 
 
 def stats_json(s: Stats | None) -> dict | None:
@@ -30,7 +30,7 @@ def problem_lines(problems) -> list[str]:
 
 
 def report_json(rep: Report, verdicts: dict[str, bool]) -> str:
-    return json.dumps({
+    return strict_json.dumps({
         "files": rep.files, "rows": len(rep.results), "rows_not_predicted": len(rep.problems),
         "assumptions": rep.assumptions,
         "calibrations": dict(Counter(r.calibration for r in rep.results)),
