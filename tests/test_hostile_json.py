@@ -47,3 +47,10 @@ def test_trace_line(tmp_path, capsys):
     s.write_text("kvplan: 1\nmodel: llama-3.1-8b\nhardware:\n  gpu: h100\nserving:\n  tp: 1\n"
                  "workload:\n  request_rate: 5\n  trace: t.jsonl\n")
     assert "t.jsonl:1: unreadable JSON (ValueError)" in one_line(["plan", str(s)], capsys)
+
+
+@pytest.mark.parametrize("argv,words", [(["calibrate", "--device", "nope"], "--device: unknown device"),
+                                        (["calibrate", "--distributed", "-1"], "--distributed"),
+                                        (["calibrate", "x.csv"], "only with --from-benchmarks")])
+def test_calibrate_values_are_one_line(argv, words, capsys):
+    assert words in one_line(argv, capsys)

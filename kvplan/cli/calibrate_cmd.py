@@ -156,6 +156,13 @@ def calibrate(
     if from_benchmarks:
         return _calibrate_benchmarks(_files(files, "--from-benchmarks"), out_dir, report,
                                      source, meta, force)
+    if files:
+        raise InputError("files are read only with --from-benchmarks", field="FILES")
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"unknown device {device!r}; use cpu or cuda", field="--device")
+    if distributed < 0 or distributed > 64:
+        raise InputError(f"expected 0 (off) to 64 processes, got {distributed}",
+                         field="--distributed")
 
     try:
         from calibrate.harness import main
