@@ -54,3 +54,27 @@ def test_trace_line(tmp_path, capsys):
                                         (["calibrate", "x.csv"], "only with --from-benchmarks")])
 def test_calibrate_values_are_one_line(argv, words, capsys):
     assert words in one_line(argv, capsys)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "ftp://x", "http://h:99999", "user:pw@host"])
+def test_bad_hf_endpoint_is_one_line(url, capsys, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    err = one_line(["size", "someorg/some-model-xyz"], capsys)
+    assert "HF_ENDPOINT: not an http(s) URL" in err and "pw" not in err
+
+
+def test_hub_errors_redact_endpoint_secrets():
+    import os
+
+    from kvplan.loaders.hub import shown_endpoint
+
+    old = os.environ.get("HF_ENDPOINT")
+    os.environ["HF_ENDPOINT"] = "https://user:s3cret@hub.example:8443/api?token=abc"
+    try:
+        assert shown_endpoint() == "https://***@hub.example:8443/api?***"
+    finally:
+        if old is None:
+            del os.environ["HF_ENDPOINT"]
+        else:
+            os.environ["HF_ENDPOINT"] = old

@@ -68,6 +68,38 @@ def endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
+def check_endpoint() -> None:
+    """HF_ENDPOINT must be an http(s) URL with a host before huggingface_hub (which parses it
+    at import) is touched."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(endpoint())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise HubError(f"not an http(s) URL with a host: {shown_endpoint()}", field="HF_ENDPOINT")
+
+
+def shown_endpoint() -> str:
+    """The endpoint as printed: user name, password and query string (tokens) redacted."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = endpoint()
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:  # not a URL: say nothing of it beyond its scheme
+        return url.split(":", 1)[0] + "://<unparseable HF_ENDPOINT>"
+    if not parts.netloc:  # no scheme://host: show none of it (it may hold a secret)
+        return "<HF_ENDPOINT without scheme://host>"
+    netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
+
+
 def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -129,7 +161,7 @@ def _read_json(path: Path, repo_id: str) -> dict:
 
 
 def _where(repo_id: str, revision: str) -> str:
-    return f"{repo_id}@{revision} ({endpoint()})"
+    return f"{repo_id}@{revision} ({shown_endpoint()})"
 
 
 def _translate(e: Exception, repo_id: str, revision: str, what: str) -> HubError:
@@ -145,7 +177,7 @@ def _translate(e: Exception, repo_id: str, revision: str, what: str) -> HubError
     where = _where(repo_id, revision)
     if isinstance(e, GatedRepoError):  # before RepositoryNotFoundError: it is a subclass
         return HubError(f"{repo_id} is a gated repo: accept its licence at "
-                        f"{endpoint()}/{repo_id}, then log in (`hf auth login`) or pass --token "
+                        f"{shown_endpoint()}/{repo_id}, then log in (`hf auth login`) or pass --token "
                         "/ set HF_TOKEN", source=where)
     if isinstance(e, RevisionNotFoundError):
         return HubError(f"revision {revision!r} not found in {repo_id}; check the branch, tag "
@@ -163,7 +195,7 @@ def _translate(e: Exception, repo_id: str, revision: str, what: str) -> HubError
             return HubError(f"HF_HUB_OFFLINE is set and {what} of {repo_id}@{revision} is not in "
                             f"the cache ({cache_dir()}); run once online or unset HF_HUB_OFFLINE",
                             source=where)
-        return HubError(f"cannot reach the Hub at {endpoint()} (network failure, or no answer "
+        return HubError(f"cannot reach the Hub at {shown_endpoint()} (network failure, or no answer "
                         f"within the {timeout_s():g} s timeout) and {what} is not cached; check "
                         "the network or HF_ENDPOINT, or raise KVPLAN_HUB_TIMEOUT", source=where)
     return HubError(f"Hub request failed: {_safe(str(e))}", source=where)
@@ -220,11 +252,12 @@ def fetch_config(repo_id: str, revision: str | None = None, token: str | None = 
     hit = None if refresh else cached_config(repo_id, revision)
     if hit is not None:
         commit, path = hit
-        return HubConfig(repo_id, revision, commit, _read_json(path, repo_id), True, endpoint())
+        return HubConfig(repo_id, revision, commit, _read_json(path, repo_id), True, shown_endpoint())
     if offline() and not refresh:
         raise HubError(f"HF_HUB_OFFLINE is set and config.json of {repo_id}@{revision} is not "
                        f"in the cache ({cache_dir()}); run once online or unset HF_HUB_OFFLINE",
                        source=_where(repo_id, revision))
+    check_endpoint()
     from huggingface_hub import hf_hub_download
 
     _configure()
@@ -237,7 +270,7 @@ def fetch_config(repo_id: str, revision: str | None = None, token: str | None = 
         raise _translate(e, repo_id, revision, "config.json") from None
     hit = cached_config(repo_id, revision)
     commit = hit[0] if hit else path.parent.name
-    return HubConfig(repo_id, revision, commit, _read_json(path, repo_id), False, endpoint())
+    return HubConfig(repo_id, revision, commit, _read_json(path, repo_id), False, shown_endpoint())
 
 
 def _kvplan_cache(repo_id: str, commit: str) -> Path:
@@ -266,6 +299,7 @@ def _checkpoint_size(repo_id: str, commit: str, token: str | None = None) -> Che
         pass
     if offline():
         return None
+    check_endpoint()
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.errors import NotASafetensorsRepoError, SafetensorsParsingError
 
