@@ -78,3 +78,18 @@ def test_hub_errors_redact_endpoint_secrets():
             del os.environ["HF_ENDPOINT"]
         else:
             os.environ["HF_ENDPOINT"] = old
+
+
+def test_sample_and_turn_counts_are_bounded(tmp_path, capsys):
+    """Sizes a user controls are refused before any work starts (issue 16, class 1)."""
+    example = str(__import__("pathlib").Path(__file__).resolve().parent.parent / "examples"
+                  / "chat-shared-prompt.yaml")
+    assert "--samples: expected 1 to 1,000,000" in one_line(
+        ["plan", example, "--samples", "100000000"], capsys)
+    s = tmp_path / "s.yaml"
+    s.write_text("kvplan: 1\nmodel: llama-3.1-8b\nhardware:\n  gpu: h100\nserving:\n  tp: 1\n"
+                 "workload:\n  request_rate: 5\n  prompt_tokens: 100\n  output_tokens: 10\n"
+                 "samples: 1000000000000000000000000000000\n")
+    assert run(["plan", str(s)]) == 2
+    err = capsys.readouterr().err
+    assert "samples: Input should be less than or equal to 1000000" in err and "Traceback" not in err

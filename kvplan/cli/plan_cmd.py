@@ -47,8 +47,10 @@ def plan(
         raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")
     if seed is not None and seed < 0:
         raise InputError("must be >= 0", field="--seed")
-    if samples is not None and samples < 1:
-        raise InputError("must be a positive integer", field="--samples")
+    from ..loaders.scenario_schema import MAX_SAMPLES
+
+    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
+        raise InputError(f"expected 1 to {MAX_SAMPLES:,} requests", field="--samples")
     if not 0 <= simulate <= 100_000:
         raise InputError("expected 0 to 100,000 requests", field="--simulate")
     if output is not None:

@@ -20,6 +20,8 @@ Bandwidth = Annotated[float, BeforeValidator(v.bandwidth)]
 DistIn = Annotated[Any, BeforeValidator(v.dist)]
 Names = Annotated[Any, BeforeValidator(v.names)]
 PosInt = Annotated[int, Field(strict=True, gt=0)]
+MAX_SAMPLES = 1_000_000  # requests sampled per plan: about 15 s on a 2-core machine
+MAX_TURNS = 1_000
 Fraction01 = Annotated[float, Real, Field(gt=0, le=1)]
 PosReal = Annotated[float, Real, Field(gt=0, allow_inf_nan=False)]
 
@@ -64,7 +66,7 @@ class WorkloadIn(_M):
     trace: str | None = None
     shared_prefix_tokens: Tokens = 0
     prefix_cache_hit_rate: Annotated[float, Real, Field(ge=0, lt=1)] = 0.0
-    turns: PosInt = 1
+    turns: Annotated[int, Field(strict=True, gt=0, le=MAX_TURNS)] = 1
     tokens_per_turn: LengthIn | None = None
     thinking_tokens: DistIn | None = None
     images_per_request: Annotated[int, Field(strict=True, ge=0)] = 0
@@ -108,7 +110,7 @@ class ScenarioIn(_M):
     offload: OffloadIn | None = None
     preemption: PreemptionIn | None = None
     disaggregated: DisaggregatedIn | None = None
-    samples: PosInt = 10_000
+    samples: Annotated[int, Field(strict=True, gt=0, le=MAX_SAMPLES)] = 10_000
     assume_standard_attention: Annotated[bool, Field(strict=True)] = False
     seed: Annotated[int, Field(strict=True, ge=0)] = 0
 
