@@ -93,3 +93,25 @@ def test_sample_and_turn_counts_are_bounded(tmp_path, capsys):
     assert run(["plan", str(s)]) == 2
     err = capsys.readouterr().err
     assert "samples: Input should be less than or equal to 1000000" in err and "Traceback" not in err
+
+
+def _bomb() -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\nkvplan: 1\n"
+
+
+@pytest.mark.parametrize("text,words", [(_bomb(), "expands to more than 100,000 YAML nodes"),
+                                        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply")],
+                         ids=["alias-bomb", "deep"])
+@pytest.mark.parametrize("cmd", ["plan", "gpu"])
+def test_yaml_bombs_are_refused_fast(tmp_path, capsys, text, words, cmd):
+    import time
+
+    p = tmp_path / "x.yaml"
+    p.write_text(text)
+    argv = ["plan", str(p)] if cmd == "plan" else ["fit", "llama-3.1-8b", "--gpu", str(p)]
+    t = time.perf_counter()
+    assert words in one_line(argv, capsys)
+    assert time.perf_counter() - t < 10

@@ -18,6 +18,23 @@ from ..core.errors import KvplanError
 from .files import read_text
 
 NUMERIC_LOOKING = re.compile(r"^[+-]?(\d[\d_]*)?\.?\d*([eE][+-]?\d+)?$")
+MAX_NODES = 100_000  # a document's nodes with every alias expanded (an alias bomb has 10^9)
+
+
+def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes of the document with aliases expanded, counted on the shared graph (linear)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a cycle counts once
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            total += _expanded_nodes(k, memo) + _expanded_nodes(v, memo)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            total += _expanded_nodes(item, memo)
+    memo[id(node)] = min(total, 10 * MAX_NODES)
+    return memo[id(node)]
 
 
 def _node_lines(node: yaml.Node, path: tuple = (), dups: list | None = None) -> dict[tuple, int]:
@@ -44,13 +61,19 @@ def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tupl
     text = read_text(path, error)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser, for line numbers
     try:
-        data = yaml.safe_load(text)
         node = yaml.compose(text, Loader=loader)
+        size = _expanded_nodes(node, {}) if node is not None else 0
+        if size > MAX_NODES:
+            raise error(f"the document expands to more than {MAX_NODES:,} YAML nodes (anchors "
+                        "and aliases multiply it); write it out plainly", source=str(path))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise error(f"malformed YAML: {problem}", source=f"{path}{where}") from None
+    except RecursionError:
+        raise error("YAML nested too deeply", source=str(path)) from None
     dups: list[tuple[str, int]] = []
     lines = _node_lines(node, (), dups) if node is not None else {}
     if dups:  # every repeated key, one line each
