@@ -113,5 +113,7 @@ def test_yaml_bombs_are_refused_fast(tmp_path, capsys, text, words, cmd):
     p.write_text(text)
     argv = ["plan", str(p)] if cmd == "plan" else ["fit", "llama-3.1-8b", "--gpu", str(p)]
     t = time.perf_counter()
-    assert words in one_line(argv, capsys)
+    err = one_line(argv, capsys)
+    # newer PyYAML refuses deep nesting itself ("exceeded maximum nesting depth")
+    assert words in err or (words == "nested too deeply" and "maximum nesting depth" in err)
     assert time.perf_counter() - t < 10
