@@ -17,11 +17,11 @@ the other (``split``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from ..core.perf import Efficiency
+from ..core.perf import Efficiency, StepTerms, step_time
 from .bench_predict import RowTerms
 
 PARAMS = ("hbm_bandwidth", "flops", "attention", "moe", "step_overhead_s", "sequence_overhead_s",
@@ -45,31 +45,25 @@ def held_out(t: RowTerms) -> bool:
 
 
 class _Arrays:
-    """The rows' terms as numpy arrays (one entry per row)."""
-
-    d_emem: np.ndarray  # set in __init__ with the other per-step columns
-    d_eflops: np.ndarray
-    d_calls: np.ndarray
+    """The rows' terms as numpy arrays (one entry per row): per step kind (decode, mixed,
+    burst) a ``StepTerms`` of arrays, and the hardware figures ``step_time`` reads, so the
+    core's own formula evaluates every row at once."""
 
     def __init__(self, rows: list[RowTerms]):
+        from types import SimpleNamespace
+
         def col(fn):
             return np.array([float(fn(t)) for t in rows])
 
+        def stack(kind: str) -> StepTerms:
+            return StepTerms(**{f.name: col(lambda t, n=f.name: getattr(getattr(t, kind), n))
+                                for f in fields(StepTerms)})
+
         self.n = len(rows)
-        for name, terms in (("d", lambda t: t.decode), ("m", lambda t: t.mixed),
-                            ("b", lambda t: t.burst)):
-            setattr(self, name + "_mem", col(lambda t, f=terms: f(t).dense_bytes))
-            setattr(self, name + "_kv", col(lambda t, f=terms: f(t).kv_bytes))
-            setattr(self, name + "_aflops", col(lambda t, f=terms: f(t).attn_flops))
-            setattr(self, name + "_emem", col(lambda t, f=terms: f(t).expert_bytes))
-            setattr(self, name + "_flops", col(lambda t, f=terms: f(t).dense_flops))
-            setattr(self, name + "_eflops", col(lambda t, f=terms: f(t).expert_flops))
-            setattr(self, name + "_calls", col(lambda t, f=terms: f(t).comm_calls))
-            setattr(self, name + "_comm", col(lambda t, f=terms: f(t).comm_bytes))
-            setattr(self, name + "_seqs", col(lambda t, f=terms: f(t).sequences))
-        self.hbm = col(lambda t: t.step.hbm_bytes_per_s)
-        self.peak = col(lambda t: t.step.flops_per_s)
-        self.link = col(lambda t: t.step.link_bytes_per_s)
+        self.terms = {k: stack(k) for k in ("decode", "mixed", "burst")}
+        self.hw = SimpleNamespace(hbm_bytes_per_s=col(lambda t: t.step.hbm_bytes_per_s),
+                                  flops_per_s=col(lambda t: t.step.flops_per_s),
+                                  link_bytes_per_s=col(lambda t: t.step.link_bytes_per_s))
         self.pp = col(lambda t: t.step.pp)
         self.share = col(lambda t: t.shape.chunk_share)
         self.chunks = col(lambda t: t.shape.chunks)
@@ -83,18 +77,8 @@ class _Arrays:
         self.tpot = np.array([t.run.tpot_s or np.nan for t in rows])
         self.ttft = np.array([t.run.ttft_s or np.nan for t in rows])
 
-    def step(self, p: str, e: Efficiency):
-        hbm = self.hbm * e.hbm_bandwidth
-        peak = self.peak * e.flops
-        g = getattr
-        mem = g(self, p + "_mem") / hbm + g(self, p + "_kv") / (hbm * e.attention) + g(
-            self, p + "_emem") / (hbm * e.moe)
-        comp = g(self, p + "_flops") / peak + g(self, p + "_aflops") / (peak * e.attention) + g(
-            self, p + "_eflops") / (peak * e.moe)
-        comm = g(self, p + "_calls") * e.allreduce_latency_s + g(self, p + "_comm") / (
-            self.link * e.interconnect)
-        return self.pp * (e.step_overhead_s + e.sequence_overhead_s * g(self, p + "_seqs")
-                          + np.maximum(mem, comp) + comm)
+    def step(self, kind: str, e: Efficiency):
+        return self.pp * step_time(self.hw, self.terms[kind], e).seconds  # type: ignore[arg-type]
 
     def times(self, e: Efficiency):
         """(TTFT, TPOT) of every row: ``kvplan.core.serving.loop_times`` on arrays."""
@@ -103,7 +87,7 @@ class _Arrays:
         shape = LoopShape(self.users, self.slots, self.isl, self.osl, self.chunks, None, None,
                           self.share, self.burst_steps)
         share = np.where(np.isnan(self.known_share), e.startup_share, self.known_share)
-        lt = loop_times(shape, self.step("d", e), self.step("m", e), self.step("b", e),
+        lt = loop_times(shape, self.step("decode", e), self.step("mixed", e), self.step("burst", e),
                         e.host_ttft_s + e.host_ttft_per_prompt_token_s * self.isl, share)
         return lt.ttft_s, lt.tpot_s
 
@@ -201,9 +185,10 @@ def fit(rows: list[RowTerms], source: str) -> Fitted:
     e = _decode(best[0], base)
     # a term the rows cannot see keeps kvplan's default (its fitted value was arbitrary)
     d = Efficiency()
-    if not (a.d_emem.any() or a.d_eflops.any()):
+    dec = a.terms["decode"]
+    if not (np.any(dec.expert_bytes) or np.any(dec.expert_flops)):
         e = replace(e, moe=d.moe)
-    if not a.d_calls.any():
+    if not np.any(dec.comm_calls):
         e = replace(e, allreduce_latency_s=d.allreduce_latency_s)
     return Fitted(e, len(rows), best[1])
 
