@@ -169,25 +169,31 @@ class StepTerms:
     attn_flops: Any = 0.0  # attention's FLOPs (decode and prompt), apart from the GEMMs'
 
 
-def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
-               prefill_attn_flops_per_token=0.0) -> StepTerms:
-    """A step that decodes ``batch`` sequences at ``context`` and prefills ``prefill_tokens``
-    prompt tokens (each with ``prefill_attn_flops_per_token`` of attention) in the same pass."""
+def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> StepTerms:
+    """A step's terms from its token counts and what they read and compute in attention
+    (``kv_bytes``: the decoding sequences' KV and state; ``attn_flops``: all attention)."""
     tokens = batch + prefill_tokens
     calls = 0.0 if m.tp == 1 else 2.0 * m.layers
     ring = 0.0 if m.tp == 1 else 2 * (m.tp - 1) / m.tp
-    dense_flops_per_token = m.flops_per_token - m.expert_flops_per_token
     return StepTerms(
         dense_bytes=m.weight_bytes + 0.0 * tokens,
         expert_bytes=distinct_experts(m, tokens) * m.expert_bytes * m.moe_layers,
-        kv_bytes=batch * kv_read_bytes(m, context),
-        dense_flops=tokens * dense_flops_per_token,
+        kv_bytes=kv_bytes,
+        dense_flops=tokens * (m.flops_per_token - m.expert_flops_per_token),
         expert_flops=tokens * m.expert_flops_per_token,
         comm_calls=calls + 0.0 * tokens,
         comm_bytes=calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element,
         sequences=batch + 0.0 * tokens,
-        attn_flops=batch * attention_flops(m, context)
-        + prefill_tokens * prefill_attn_flops_per_token)
+        attn_flops=attn_flops)
+
+
+def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
+               prefill_attn_flops_per_token=0.0) -> StepTerms:
+    """A step that decodes ``batch`` sequences at ``context`` and prefills ``prefill_tokens``
+    prompt tokens (each with ``prefill_attn_flops_per_token`` of attention) in the same pass."""
+    return assemble_step(m, batch, prefill_tokens, batch * kv_read_bytes(m, context),
+                         batch * attention_flops(m, context)
+                         + prefill_tokens * prefill_attn_flops_per_token)
 
 
 def step_time(m: StepModel, t: StepTerms, e: Efficiency | None = None) -> Step:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .perf import Efficiency, StepModel, StepTerms, _causal_pairs, distinct_experts, step_time
+from .perf import Efficiency, StepModel, StepTerms, _causal_pairs, assemble_step, step_time
 
 
 @dataclass(frozen=True)
@@ -73,31 +73,22 @@ class _Seq:
         self.blocks = -(-max(private, 1) // block)
 
 
+def _capped_sum(ns: list[int], cap: int | None) -> int:
+    return sum(ns) if cap is None else sum(min(n, cap) for n in ns)
+
+
 def _terms(m: StepModel, decode_ctx: list[int], chunks: list[tuple[int, int]]) -> StepTerms:
+    """The step's terms with every running sequence at its own context and every prompt chunk
+    at its own offset (``kvplan.core.perf.assemble_step`` does the rest)."""
     b = len(decode_ctx)
-    p = sum(n for _, n in chunks)
-    tokens = b + p
-    kv = b * m.state_bytes
-    attn = 0.0
-    for r in m.kv_reads:
-        cap = r.cap_tokens
-        kv += r.bytes_per_token * (sum(decode_ctx) if cap is None else sum(min(n, cap) for n in decode_ctx))
-    for r in m.attn_flops:
-        cap = r.cap_tokens
-        attn += r.bytes_per_token * (sum(decode_ctx) if cap is None else sum(min(n, cap) for n in decode_ctx))
+    kv = b * m.state_bytes + sum(r.bytes_per_token * _capped_sum(decode_ctx, r.cap_tokens)
+                                 for r in m.kv_reads)
+    attn = sum(r.bytes_per_token * _capped_sum(decode_ctx, r.cap_tokens) for r in m.attn_flops)
     for r in m.prefill_attn_flops if m.prefill_attn_flops is not None else m.attn_flops:
         for start, n in chunks:
             attn += r.bytes_per_token * (_causal_pairs(start + n, r.cap_tokens)
                                          - _causal_pairs(start, r.cap_tokens))
-    calls = 0.0 if m.tp == 1 else 2.0 * m.layers
-    ring = 0.0 if m.tp == 1 else 2 * (m.tp - 1) / m.tp
-    return StepTerms(
-        dense_bytes=m.weight_bytes,
-        expert_bytes=distinct_experts(m, tokens) * m.expert_bytes * m.moe_layers,
-        kv_bytes=kv, dense_flops=tokens * (m.flops_per_token - m.expert_flops_per_token),
-        expert_flops=tokens * m.expert_flops_per_token, comm_calls=calls,
-        comm_bytes=calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element,
-        sequences=b, attn_flops=attn)
+    return assemble_step(m, b, sum(n for _, n in chunks), kv, attn)
 
 
 def simulate(m: StepModel, e: Efficiency, limits: SimLimits, requests: list[SimRequest], *,
