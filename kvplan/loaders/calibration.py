@@ -9,18 +9,15 @@ adds folders. No run yet: the defaults apply and the output says so.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..core.perf import Efficiency
-from .data_dirs import data_dir
+from .data_dirs import search_path
 from .run_files import RunFileError, load_run
 
 
 def run_dirs() -> list[Path]:
-    extra = [Path(p).expanduser() for p in os.environ.get("KVPLAN_CALIBRATION_PATH", "").split(
-        os.pathsep) if p]
-    return [*extra, data_dir("calibrate/runs")]
+    return search_path("KVPLAN_CALIBRATION_PATH", "calibrate/runs")
 
 
 def _fraction(eff: dict, key: str, default: float, path: Path) -> float:

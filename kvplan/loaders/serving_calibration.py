@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.errors import KvplanError
 from ..core.perf import Efficiency
-from .data_dirs import data_dir
+from .data_dirs import search_path
 
 SCHEMA = "kvplan-serving-calibration"
 VERSION = 1
@@ -31,9 +31,7 @@ class CalibrationFileError(KvplanError):
 
 
 def calibration_dirs() -> list[Path]:
-    extra = [Path(p).expanduser() for p in os.environ.get("KVPLAN_CALIBRATION_PATH", "").split(
-        os.pathsep) if p]
-    return [*extra, data_dir("calibrations")]
+    return search_path("KVPLAN_CALIBRATION_PATH", "calibrations")
 
 
 def file_name(gpu: str, engine: str) -> str:
