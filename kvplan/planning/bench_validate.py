@@ -85,12 +85,12 @@ class Report:
 
 
 def efficiency_for_row(t: RowTerms, cache: dict, uncalibrated: bool) -> Efficiency:
-    from .deployment import _from_spec, efficiency_for
+    from .deployment import efficiency_for, spec_efficiency
 
     key = t.key
     if key not in cache:
         gpu = t.plan.request.gpu
-        cache[key] = _from_spec(gpu) if uncalibrated else efficiency_for(gpu, None, None,
+        cache[key] = spec_efficiency(gpu) if uncalibrated else efficiency_for(gpu, None, None,
                                                                           t.run.engine)
     return cache[key]
 

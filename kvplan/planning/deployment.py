@@ -26,7 +26,7 @@ class CurveResult:
     assumed_standard_attention: bool = False
 
 
-def _from_spec(gpu: GpuSpec) -> Efficiency:
+def spec_efficiency(gpu: GpuSpec) -> Efficiency:
     """kvplan's defaults, with whatever the GPU YAML's ``efficiency`` block sets."""
     e = gpu.efficiency
     if not e:
@@ -49,7 +49,7 @@ def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
     from ..loaders.serving_calibration import serving_calibration
 
     base = (serving_calibration(gpu.key, engine) if engine else None) or \
-        measured_efficiency(gpu.key) or _from_spec(gpu)
+        measured_efficiency(gpu.key) or spec_efficiency(gpu)
     if not base.calibrated:
         base = replace(base, source=f"{base.source}; uncalibrated: no serving calibration for "
                        f"{gpu.key}{' ' + engine if engine else ''}, so time figures are the "
