@@ -17,6 +17,7 @@ Examples:
   kvplan fit llama-3.1-8b --gpu h100 -c 16k --gpu-memory-utilization 0.95
   kvplan fit llama-3.1-8b --gpu h100 -c 16k --kv-cache-memory 58.11GiB
   kvplan fit deepseek-v3 --gpu h200 --tp 8 -c 128k --concurrency 32
+  kvplan fit deepseek-v3 --gpu h200 --dp 8 --ep 8 -c 32k
   kvplan fit qwen3-8b --gpu l40s --engine sglang --json"""
 
 
@@ -69,6 +70,10 @@ def fit(
                                      "YAML file.")],
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
+    dp: Annotated[int, typer.Option("--dp", help="Attention data-parallel ranks (each --tp "
+                                    "GPUs, its own sequences and KV pool).")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree: GPUs of a stage the "
+                                    "routed experts are spread over (vLLM: 1 or tp x dp).")] = 1,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV format: auto, bf16, fp8, "
                                           "nvfp4, ... (see `kvplan formats`).")] = "auto",
     weight_dtype: Annotated[str | None, typer.Option(
@@ -132,7 +137,8 @@ def fit(
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"must be in (0, 1], got {gpu_memory_utilization}",
                          field="--gpu-memory-utilization")
-    for value, flag in ((tp, "--tp"), (pp, "--pp"), (concurrency, "--concurrency"),
+    for value, flag in ((tp, "--tp"), (pp, "--pp"), (dp, "--dp"), (ep, "--ep"),
+                        (concurrency, "--concurrency"),
                         (max_num_batched_tokens, "--max-num-batched-tokens"),
                         (max_num_seqs, "--max-num-seqs"), (block_size, "--block-size")):
         _positive(value, flag)
@@ -163,7 +169,8 @@ def fit(
         draft = Draft(dm, inventory(dm), weight_format(dm, weight_dtype), num_speculative_tokens)
     req = FitRequest(
         model=m, weights=inventory(m), weight_format=weight_format(m, weight_dtype), gpu=spec,
-        engine=engine, tp=tp, pp=pp, kv_dtype=kv_dtype, context_tokens=_tokens(context, "--context"),
+        engine=engine, tp=tp, pp=pp, dp=dp, ep=ep, kv_dtype=kv_dtype,
+        context_tokens=_tokens(context, "--context"),
         max_model_len=_tokens(max_model_len, "--max-model-len"),
         utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, block_size_tokens=block_size,

@@ -18,7 +18,8 @@ def render_fit(r: FitResult) -> None:
     out = console()
     req, b = r.request, r.budget
     m = req.model
-    out.print(f"{m.name} on {req.gpu.name}  engine {r.layout.label}  tp {req.tp}  pp {req.pp}  "
+    par = (f"  dp {req.dp}" if req.dp > 1 else "") + (f"  ep {req.ep}" if req.ep > 1 else "")
+    out.print(f"{m.name} on {req.gpu.name}  engine {r.layout.label}  tp {req.tp}  pp {req.pp}{par}  "
               f"KV {r.kv_format}  weights {req.weight_format.name}  context "
               f"{format_tokens(req.context_tokens)} (max_model_len {r.max_model_len:,})")
     if r.params_total is not None:
@@ -52,9 +53,12 @@ def render_fit(r: FitResult) -> None:
     out.print(pool)
     out.print(f"one {req.context_tokens:,}-token sequence: {r.per_sequence_bytes:,} B "
               f"({_gib(r.per_sequence_bytes)}) on the busiest GPU")
+    ranks = (f" ({req.dp} DP ranks x {r.concurrency_per_rank:,}, {req.gpus} GPUs)"
+             if req.dp > 1 else "")
+    each = " per DP rank" if req.dp > 1 else ""
     out.print(f"maximum concurrency at {req.context_tokens:,} tokens: {r.max_concurrency:,} whole "
-              f"sequences; engine's figure: maximum concurrency for {r.max_model_len:,} tokens per "
-              f"request: {r.engine_max_concurrency:.2f}x")
+              f"sequences{ranks}; engine's figure{each}: maximum concurrency for "
+              f"{r.max_model_len:,} tokens per request: {r.engine_max_concurrency:.2f}x")
     out.print(("FITS: " if r.fits else "DOES NOT FIT: ") + r.verdict.split(": ", 1)[-1])
     if r.suggestion:
         tp, pp = r.suggestion

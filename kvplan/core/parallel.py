@@ -9,6 +9,12 @@ Tensor parallelism (Megatron-style, as vLLM and SGLang shard attention):
 - Mamba-2 groups follow the KV-head rule (vLLM replicates groups when ``n_groups < tp``), and
   Mamba heads / channels and linear-attention heads must divide.
 
+Data and expert parallelism (MoE serving as engines run it in 2026): ``dp`` attention ranks each
+hold their own sequences and KV pool, with ``tp`` GPUs per rank; the routed experts of a MoE
+layer are spread over ``ep`` of the ``tp x dp`` GPUs of a stage, each expert's matrices split over
+``moe_tp = tp x dp / ep`` of them (``MoeSplit``). Which combinations an engine accepts, and how it
+places embeddings and dense layers, is the engine's rule (``kvplan.engines.parallel_rules``).
+
 Pipeline parallelism splits the layer stack into ``pp`` contiguous stages with vLLM's
 ``get_pp_indices`` rule: every stage gets ``num_layers // pp`` layers and the remainder goes one
 each to the stages just before the last (the last stage also holds the LM head), e.g. 61 layers
@@ -44,6 +50,43 @@ def split_heads(total: int, tp: int, what: str, *, replicate: bool) -> Shard:
 def check_degree(value: int, name: str) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ParallelismError(f"{name} must be a positive integer, got {value!r}", field=name)
+
+
+class MoeSplit(NamedTuple):
+    """How one pipeline stage's ``tp x dp`` GPUs hold a model: dense tensors (attention, dense
+    MLPs, shared experts) split over ``dense_tp`` GPUs, embedding / LM head over ``vocab_tp``,
+    each routed expert over ``moe_tp``, and the routed experts spread over ``ep`` GPUs."""
+
+    tp: int
+    dp: int = 1
+    ep: int = 1
+    moe_tp: int = 1
+    dense_tp: int = 0  # 0: tp
+    vocab_tp: int = 0  # 0: dense_tp
+
+    @property
+    def gpus_per_stage(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def dense(self) -> int:
+        return self.dense_tp or self.tp
+
+    @property
+    def vocab(self) -> int:
+        return self.vocab_tp or self.dense
+
+
+def plain_split(tp: int) -> MoeSplit:
+    """Tensor parallelism alone: every tensor, experts included, split over ``tp``."""
+    return MoeSplit(tp=tp, moe_tp=tp)
+
+
+def experts_on_busiest_rank(num_experts: int, ep: int) -> int:
+    """Routed experts the busiest of ``ep`` ranks holds: vLLM ``determine_expert_map`` ("linear"
+    placement) gives every rank ``num_experts // ep`` and one more to the first
+    ``num_experts % ep``, e.g. 256 experts on 8 ranks -> 32; 128 on 12 -> 11."""
+    return -(-num_experts // ep)
 
 
 def pp_stage_sizes(num_layers: int, pp: int) -> list[int]:

@@ -28,7 +28,7 @@ from fractions import Fraction
 
 from .dtypes import dtype_bytes
 from .module_match import SkipList, module_names
-from .parallel import pp_stage_sizes
+from .parallel import MoeSplit, experts_on_busiest_rank, plain_split, pp_stage_sizes
 from .units import cdiv, ceil_bytes
 
 VOCAB_PADDING = 64
@@ -203,8 +203,22 @@ class WeightBytes:
     replicated_bytes: int = 0  # of the busiest stage: tensors every TP rank holds whole
 
 
-def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1) -> WeightBytes:
-    """Exact weight bytes per GPU under ``tp`` x ``pp`` (ceil to whole bytes per stage)."""
+def rank_tensor_bytes(t: Tensor, fmt: WeightFormat, split: MoeSplit) -> Fraction:
+    """Bytes of ``t`` on the busiest GPU of a stage under ``split``: a routed expert's
+    matrices split over ``moe_tp``, its copies spread over ``ep`` ranks; the embedding and LM
+    head over ``vocab_tp``; everything else over ``dense_tp``."""
+    if t.expert:
+        rows, cols = t.shape_on_rank(split.moe_tp)
+        return fmt.matrix_bytes(rows, cols, t) * experts_on_busiest_rank(t.count, split.ep)
+    return fmt.tensor_bytes(t, split.vocab if t.place in ("embed", "head") else split.dense)
+
+
+def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1,
+                 split: MoeSplit | None = None) -> WeightBytes:
+    """Exact weight bytes per GPU under ``tp`` x ``pp`` (ceil to whole bytes per stage); with
+    ``split``, under data / expert parallelism as one engine places the tensors."""
+    split = split or plain_split(tp)
+    tp = split.dense
     num_layers = 1 + max((t.layer for t in w.tensors if t.layer is not None), default=-1)
     sizes = pp_stage_sizes(num_layers, pp) if num_layers else [0] * pp
     stage_of: list[int] = [s for s, n in enumerate(sizes) for _ in range(n)]
@@ -217,7 +231,7 @@ def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1) -> 
             extra += fmt.tensor_bytes(t)
             continue
         total += fmt.tensor_bytes(t)
-        b = fmt.tensor_bytes(t, tp)
+        b = rank_tensor_bytes(t, fmt, split)
         if t.place == "embed":
             tied = pp > 1 and w.tied_embeddings and t.name == "embed_tokens"
             where = [0, pp - 1] if tied else [0]

@@ -16,11 +16,12 @@ from dataclasses import replace
 from ..core.budget import Budget, BudgetInputs
 from ..core.errors import InputError, ParallelismError
 from ..core.model import Model
-from ..core.parallel import pp_stages
+from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
 from ..core.units import cdiv, ceil_bytes
 from ..core.weights import Weights, weight_bytes
 from ..engines import EngineLayout, get_engine
 from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_blocks
+from ..engines.parallel_rules import moe_split
 from .fit_pools import pool_layers
 from .fit_search import smallest_layout
 from .fit_types import FitRequest, FitResult, StagePlan
@@ -117,6 +118,22 @@ def _check_native(req: FitRequest, fp: Footprint) -> None:
                              "pass --allow-emulated to plan it anyway", field="--kv-dtype")
 
 
+def _split_note(split: MoeSplit, num_experts: int) -> str:
+    ranks = (f"{split.dp} attention data-parallel ranks of {split.tp} GPU(s): each holds its own "
+             "sequences and KV pool, with its own copy of the attention and dense layers"
+             if split.dp > 1 else f"attention and dense layers split over {split.tp} GPU(s)")
+    if not num_experts:
+        return ranks
+    if split.ep > 1:
+        local = experts_on_busiest_rank(num_experts, split.ep)
+        experts = (f"routed experts spread over {split.ep} GPUs ({local} of {num_experts} per "
+                   "layer on the busiest)"
+                   + (f", each split over {split.moe_tp}" if split.moe_tp > 1 else ", each whole"))
+    else:
+        experts = f"every routed expert split over {split.moe_tp} GPUs (no expert parallelism)"
+    return f"{ranks}; {experts}"
+
+
 def plan_layout(req: FitRequest) -> FitResult:
     """Plan one (model, GPU, engine, parallelism, context), without the TP/PP search."""
     layout = get_engine(req.engine)
@@ -141,6 +158,14 @@ def plan_layout(req: FitRequest) -> FitResult:
     mnbt = req.max_num_batched_tokens or dflt_tokens
     mns = req.max_num_seqs or dflt_seqs
     block, notes = _block_size(req, layout, model)
+    split = moe_split(layout.name, req.tp, req.dp, req.ep,
+                      req.weights.num_experts if req.weights else 0)
+    if req.dp > 1 or req.ep > 1:
+        if req.weights is None and req.ep > 1:
+            raise InputError("--ep needs the model's parameter inventory to place its experts; "
+                             "--weight-memory cannot say which weights are experts",
+                             field="--weight-memory")
+        notes.append(_split_note(split, req.weights.num_experts if req.weights else 0))
     lookahead = req.draft.num_speculative_tokens if req.draft else 0
     ctx = req.context_tokens + lookahead
 
@@ -173,7 +198,7 @@ def plan_layout(req: FitRequest) -> FitResult:
         raise InputError(f"parameter count for {model.model_type} is not modelled; pass "
                          "--weight-memory", field="--weight-memory")
     else:
-        wb = weight_bytes(req.weights, req.weight_format, tp=req.tp, pp=req.pp)
+        wb = weight_bytes(req.weights, req.weight_format, pp=req.pp, split=split)
         stage_weights = list(wb.per_stage_bytes)
         if req.tp > 1:
             notes.append(f"weights under tp {req.tp}: linear layers and the vocabulary split "
@@ -216,7 +241,8 @@ def plan_layout(req: FitRequest) -> FitResult:
             nb = vllm_num_blocks(budget.kv_pool_bytes, g)
         plans.append(StagePlan(s, len(rng), budget, tuple(pls), nb, g))
 
-    return conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
+    result = conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
+    return replace(result, split=split)
 
 
 def plan_fit(req: FitRequest) -> FitResult:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..core.budget import Budget
 from ..core.gpu import GpuSpec
 from ..core.model import Model
+from ..core.parallel import MoeSplit
 from ..core.weights import WeightFormat, Weights
 from ..engines import EngineLayout
 from ..engines.kvpool import PoolGroups, PoolLayer
@@ -34,6 +35,8 @@ class FitRequest:
     engine: str = "vllm"
     tp: int = 1
     pp: int = 1
+    dp: int = 1  # attention data-parallel ranks, each with its own sequences and KV pool
+    ep: int = 1  # GPUs of a stage the routed experts are spread over (1: none)
     kv_dtype: str = "auto"
     context_tokens: int = 8192
     max_model_len: int | None = None
@@ -52,6 +55,11 @@ class FitRequest:
     allow_emulated: bool = False
     search: bool = True
     checkpoint: dict | None = None  # safetensors summary of a Hub model (params/bytes by dtype)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the deployment uses: tp x pp per attention rank, times dp ranks."""
+        return self.tp * self.pp * self.dp
 
 
 @dataclass(frozen=True)
@@ -88,11 +96,17 @@ class FitResult:
     stages: tuple[StagePlan, ...]
     kv_pool_tokens: int
     per_sequence_bytes: int
-    max_concurrency: int
-    engine_max_concurrency: float
+    max_concurrency: int  # the whole deployment: every DP rank's sequences
+    engine_max_concurrency: float  # the engine's own figure, per DP rank
     fits: bool
     verdict: str
     notes: tuple[str, ...] = ()
     suggestion: tuple[int, int] | None = None
     suggestion_concurrency: int | None = None
     draft_footprint: Footprint | None = None  # the draft model's cache layers (last stage)
+    split: MoeSplit | None = None  # how a stage's GPUs hold the tensors (None: plain TP)
+
+    @property
+    def concurrency_per_rank(self) -> int:
+        """Whole sequences one DP rank holds (the deployment's when dp = 1)."""
+        return self.max_concurrency // self.request.dp

@@ -49,6 +49,7 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
     seq_bytes = per_seq[busiest.stage]
     budget = busiest.budget
     target = req.concurrency or 1
+    per_rank, conc = conc, conc * req.dp  # each DP rank holds its own sequences
     fits = budget.kv_pool_bytes > 0 and conc >= target
     if budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
         g0 = busiest.pool_groups or vllm_groups(busiest.pool_layers)
@@ -65,10 +66,12 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         verdict = f"does not fit the target: {conc} concurrent sequences, {target} wanted"
     else:
         verdict = (f"fits: {conc} concurrent {req.context_tokens:,}-token sequences"
+                   + (f" ({req.dp} DP ranks x {per_rank})" if req.dp > 1 else "")
                    + (f" (target {req.concurrency})" if req.concurrency else ""))
-    if conc > mns:
-        notes.append(f"memory holds {conc:,} sequences but max_num_seqs is {mns:,}: the launch "
-                     f"lines use {mns:,}; plan with --max-num-seqs {conc:,} to see its larger "
+    if per_rank > mns:
+        each = " per DP rank" if req.dp > 1 else ""
+        notes.append(f"memory holds {per_rank:,} sequences{each} but max_num_seqs is {mns:,}: "
+                     f"the launch lines use {mns:,}; plan with --max-num-seqs {per_rank:,} to see its larger "
                      "sampler warm-up")
     return FitResult(
         request=req, layout=layout, footprint=fp, kv_format=fp.kv_dtype, block_size_tokens=block,

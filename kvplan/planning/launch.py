@@ -40,7 +40,8 @@ def _sequences(r: FitResult, sequences: int | None = None) -> int:
     ``kvplan plan``), else the target (or what fits at the full context); at most the
     max_num_seqs the budget was planned with."""
     fit = sequences or min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1)
-    return max(1, min(fit, r.max_num_seqs))
+    per_rank = -(-fit // r.request.dp)  # each attention DP rank schedules its own sequences
+    return max(1, min(per_rank, r.max_num_seqs))
 
 
 def _kv_flag(table: dict[str, str], fmt: str, engine: str) -> str | None:
@@ -64,6 +65,10 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
              "--pipeline-parallel-size", str(req.pp), "--max-model-len", str(r.max_model_len),
              "--max-num-seqs", str(_sequences(r, sequences)), "--kv-cache-dtype", kv,
              "--gpu-memory-utilization", f"{util:g}"]
+    if req.dp > 1:
+        parts += ["--data-parallel-size", str(req.dp)]
+    if req.ep > 1:
+        parts += ["--enable-expert-parallel"]
     if planned:
         parts += ["--block-size", str(r.block_size_tokens)]
         if req.max_num_batched_tokens:

@@ -8,8 +8,20 @@ max_concurrency, engine_max_concurrency, fits, launch) are a public interface: k
 
 from __future__ import annotations
 
+from ..core.parallel import experts_on_busiest_rank
 from ..planning.fit_types import FitResult
 from ..planning.launch import launch_commands
+
+
+def _placement(r: FitResult) -> dict | None:
+    """How a stage's GPUs hold the tensors under DP / EP (None: plain TP x PP)."""
+    sp, w = r.split, r.request.weights
+    if sp is None or (sp.dp == 1 and sp.ep == 1):
+        return None
+    experts = w.num_experts if w else 0
+    return {"dense_tp": sp.dense, "vocab_tp": sp.vocab, "moe_tp": sp.moe_tp, "ep": sp.ep,
+            "routed_experts": experts,
+            "routed_experts_per_gpu": experts_on_busiest_rank(experts, sp.ep) if experts else 0}
 
 
 def fit_record(r: FitResult) -> dict:
@@ -25,6 +37,10 @@ def fit_record(r: FitResult) -> dict:
         "engine_rules": b.rules,
         "tp": req.tp,
         "pp": req.pp,
+        "dp": req.dp,
+        "ep": req.ep,
+        "gpus": req.gpus,
+        "placement": _placement(r),
         "kv_dtype": r.kv_format,
         "weight_dtype": req.weight_format.name,
         "context_tokens": req.context_tokens,
@@ -48,6 +64,7 @@ def fit_record(r: FitResult) -> dict:
         "kv_pool_tokens": r.kv_pool_tokens,
         "per_sequence_bytes": r.per_sequence_bytes,
         "max_concurrency": r.max_concurrency,
+        "max_concurrency_per_dp_rank": r.concurrency_per_rank,
         "engine_max_concurrency": round(r.engine_max_concurrency, 4),
         "fits": r.fits,
         "verdict": r.verdict,
