@@ -65,6 +65,7 @@ class BudgetInputs:
     weights_overridden: bool = False
     total_overridden: bool = False
     smi_total_mib: int | None = None  # nvidia-smi's memory.total (SGLang's default fraction)
+    attention_dp: int = 1  # attention data-parallel ranks in the stage (SGLang DP attention)
 
 
 def assemble(i: BudgetInputs, *, engine: str, rules: str, usable: int, usable_label: str,

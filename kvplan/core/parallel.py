@@ -53,28 +53,30 @@ def check_degree(value: int, name: str) -> None:
 
 
 class MoeSplit(NamedTuple):
-    """How one pipeline stage's ``tp x dp`` GPUs hold a model: dense tensors (attention, dense
-    MLPs, shared experts) split over ``dense_tp`` GPUs, embedding / LM head over ``vocab_tp``,
-    each routed expert over ``moe_tp``, and the routed experts spread over ``ep`` GPUs."""
+    """How one pipeline stage's ``tp x dp`` GPUs hold a model. ``tp`` GPUs split the attention
+    of each of ``dp`` attention ranks; the other roles say over how many GPUs each kind of
+    tensor is split (0: the attention ``tp``; 1: replicated whole): dense MLPs (``mlp_tp``),
+    shared experts (``shared_tp``), the embedding (``embed_tp``), the LM head (``head_tp``),
+    each routed expert (``moe_tp``); routed experts are spread over ``ep`` GPUs."""
 
     tp: int
     dp: int = 1
     ep: int = 1
     moe_tp: int = 1
-    dense_tp: int = 0  # 0: tp
-    vocab_tp: int = 0  # 0: dense_tp
+    mlp_tp: int = 0
+    shared_tp: int = 0
+    embed_tp: int = 0
+    head_tp: int = 0
 
     @property
     def gpus_per_stage(self) -> int:
         return self.tp * self.dp
 
-    @property
-    def dense(self) -> int:
-        return self.dense_tp or self.tp
-
-    @property
-    def vocab(self) -> int:
-        return self.vocab_tp or self.dense
+    def role_tp(self, role: str) -> int:
+        """GPUs one tensor of ``role`` (attention, mlp, shared, embed, head, expert) is split over."""
+        value = {"mlp": self.mlp_tp, "shared": self.shared_tp, "embed": self.embed_tp,
+                 "head": self.head_tp, "expert": self.moe_tp}.get(role, 0)
+        return value or self.tp
 
 
 def plain_split(tp: int) -> MoeSplit:

@@ -203,14 +203,29 @@ class WeightBytes:
     replicated_bytes: int = 0  # of the busiest stage: tensors every TP rank holds whole
 
 
+def tensor_role(t: Tensor) -> str:
+    """Which placement rule of ``MoeSplit`` a tensor follows: expert, embed, head, shared (a
+    shared expert's MLP), mlp (a dense MLP) or attention (the mixer, norms, routers)."""
+    if t.expert:
+        return "expert"
+    if t.place in ("embed", "head"):
+        return t.place
+    if ".shared_expert" in t.name:
+        return "shared"
+    if t.name.startswith("mlp.") and t.shard != "replicated":
+        return "mlp"
+    return "attention"
+
+
 def rank_tensor_bytes(t: Tensor, fmt: WeightFormat, split: MoeSplit) -> Fraction:
     """Bytes of ``t`` on the busiest GPU of a stage under ``split``: a routed expert's
-    matrices split over ``moe_tp``, its copies spread over ``ep`` ranks; the embedding and LM
-    head over ``vocab_tp``; everything else over ``dense_tp``."""
-    if t.expert:
+    matrices split over ``moe_tp``, its copies spread over ``ep`` ranks; every other tensor
+    split over the GPUs its role gets."""
+    role = tensor_role(t)
+    if role == "expert":
         rows, cols = t.shape_on_rank(split.moe_tp)
         return fmt.matrix_bytes(rows, cols, t) * experts_on_busiest_rank(t.count, split.ep)
-    return fmt.tensor_bytes(t, split.vocab if t.place in ("embed", "head") else split.dense)
+    return fmt.tensor_bytes(t, split.role_tp(role))
 
 
 def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1,
@@ -218,7 +233,7 @@ def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1,
     """Exact weight bytes per GPU under ``tp`` x ``pp`` (ceil to whole bytes per stage); with
     ``split``, under data / expert parallelism as one engine places the tensors."""
     split = split or plain_split(tp)
-    tp = split.dense
+    tp = split.tp
     num_layers = 1 + max((t.layer for t in w.tensors if t.layer is not None), default=-1)
     sizes = pp_stage_sizes(num_layers, pp) if num_layers else [0] * pp
     stage_of: list[int] = [s for s, n in enumerate(sizes) for _ in range(n)]

@@ -29,29 +29,100 @@ def _common(tp: int, dp: int, ep: int, num_experts: int) -> None:
                                "some GPUs would hold none", field="ep")
 
 
+def _replicas(tp: int, dp: int) -> MoeSplit:
+    """A dense model under ``--dp``: independent replicas of ``tp`` GPUs, nothing shared."""
+    return MoeSplit(tp=tp, dp=dp, moe_tp=tp)
+
+
 def vllm_split(tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
     """vLLM (``FusedMoEParallelConfig.make``, vllm/model_executor/layers/fused_moe/config.py):
     ``--enable-expert-parallel`` makes the expert-parallel group all ``dp x tp`` GPUs of a stage
     (``ep_size = dp_size * tp_size``, each expert whole: ``tp_size = 1``); without it the MoE
-    layer is tensor-parallel over all of them (``flatten_tp_size = dp_size * tp_size``).
-    Everything else (attention, dense and shared-expert MLPs, embedding, LM head) is one copy
-    per DP rank, split over its ``tp`` GPUs. So ``--ep`` is 1 or ``tp x dp`` on vLLM."""
+    layer is tensor-parallel over all of them (``flatten_tp_size = dp_size * tp_size``). The
+    busiest EP rank holds ceil(experts / ep) (``determine_expert_map``: the first
+    ``experts % ep`` ranks get one more). Attention, dense MLPs, embedding and LM head are one
+    copy per DP rank split over its ``tp`` GPUs (deepseek_v2.py ``VocabParallelEmbedding``,
+    ``ParallelLMHead``); shared experts too, except that with EP, tp > 1 and dp > 1 vLLM runs
+    sequence-parallel MoE (``ParallelConfig.use_sequence_parallel_moe`` with the default
+    ``allgather_reducescatter`` all2all backend) and replicates them whole
+    (``DeepseekV2MLP(disable_tp=is_sequence_parallel)``). A dense model's DP ranks are
+    independent replicas. So ``--ep`` is 1 or ``tp x dp`` on vLLM."""
     _common(tp, dp, ep, num_experts)
+    if not num_experts:
+        return _replicas(tp, dp)
     if ep not in (1, tp * dp):
         raise ParallelismError(
             f"vLLM's expert-parallel group is every GPU of a stage (--enable-expert-parallel: "
             f"ep = tp x dp = {tp * dp}); ep={ep} is not a layout vLLM runs", field="ep")
-    if ep > 1:
-        return MoeSplit(tp=tp, dp=dp, ep=ep, moe_tp=1)
-    return MoeSplit(tp=tp, dp=dp, ep=1, moe_tp=tp * dp if num_experts else tp)
+    if ep == 1:
+        return MoeSplit(tp=tp, dp=dp, ep=1, moe_tp=tp * dp)
+    return MoeSplit(tp=tp, dp=dp, ep=ep, moe_tp=1, shared_tp=1 if tp > 1 and dp > 1 else 0)
+
+
+def sglang_split(tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
+    """SGLang (python/sglang/srt/server_args.py, runtime_context.py, models/deepseek_v2.py):
+    ``--tp`` is every GPU of a stage (N = kvplan's tp x dp); ``--enable-dp-attention --dp D``
+    gives attention ``N / D`` GPUs per rank; the MoE layer is split ``moe_tp = N / ep``
+    (``--ep-size``), and FusedMoE asserts ``num_experts % moe_ep_size == 0``. Under DP
+    attention the embedding is replicated (``VocabParallelEmbedding(enable_tp=not
+    enable_dp_attention)``), while dense MLPs, shared experts and the LM head stay split over
+    all N GPUs (defaults: ``--moe-dense-tp-size`` None, no ``--enable-dp-lm-head``). SGLang
+    fuses DeepSeek's shared expert into the routed ones on Hopper and newer when EP is off:
+    the same bytes as a shared MLP split over N. A dense model's ``--dp`` ranks (without DP
+    attention) are independent replicas."""
+    _common(tp, dp, ep, num_experts)
+    if not num_experts:
+        return _replicas(tp, dp)
+    world = tp * dp
+    if world % ep:
+        raise ParallelismError(f"SGLang splits each expert over tp / ep GPUs (moe_tp_size = "
+                               f"tp_size // ep_size): ep={ep} must divide the {world} GPUs of "
+                               "a stage", field="ep")
+    if num_experts % ep:
+        raise ParallelismError(f"SGLang's FusedMoE needs the {num_experts} experts to divide "
+                               f"by ep ({ep}): assert num_experts % moe_ep_size == 0", field="ep")
+    if dp == 1:
+        return MoeSplit(tp=tp, ep=ep, moe_tp=tp // ep)
+    return MoeSplit(tp=tp, dp=dp, ep=ep, moe_tp=world // ep, mlp_tp=world, shared_tp=world,
+                    embed_tp=1, head_tp=world)
+
+
+def trtllm_split(tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
+    """TensorRT-LLM (tensorrt_llm/mapping.py, _torch/models/modeling_deepseekv3.py):
+    ``tp_size`` is every GPU of a stage and must equal ``moe_tp_size x moe_ep_size``; each EP
+    rank holds ``num_experts // moe_ep_size`` experts. ``enable_attention_dp`` gives every
+    rank whole attention (attention TP 1), and with it the dense MLPs and shared experts
+    (``_compute_mlp_tp_size`` / ``_compute_shared_expert_tp_size``: 1), the embedding ("we
+    don't do parallelism here") and the LM head (unless ``enable_lm_head_tp_in_adp``) are
+    replicated. A dense model's ``--dp`` ranks are independent replicas."""
+    _common(tp, dp, ep, num_experts)
+    if not num_experts:
+        return _replicas(tp, dp)
+    if dp > 1 and tp > 1:
+        raise ParallelismError("TensorRT-LLM's attention DP runs whole attention on every GPU "
+                               f"(attention TP 1): use --tp 1 --dp {tp * dp}", field="tp")
+    world = tp * dp
+    if world % ep:
+        raise ParallelismError(f"TensorRT-LLM needs tp_size = moe_tp_size x moe_ep_size: ep={ep} "
+                               f"must divide the {world} GPUs of a stage", field="ep")
+    if num_experts % ep:
+        raise ParallelismError(f"TensorRT-LLM gives each EP rank num_experts // ep experts: the "
+                               f"{num_experts} experts must divide by ep ({ep})", field="ep")
+    if dp == 1:
+        return MoeSplit(tp=tp, ep=ep, moe_tp=tp // ep)
+    return MoeSplit(tp=1, dp=dp, ep=ep, moe_tp=world // ep, mlp_tp=1, shared_tp=1, embed_tp=1,
+                    head_tp=1)
+
+
+RULES = {"vllm": vllm_split, "sglang": sglang_split, "trtllm": trtllm_split}
 
 
 def moe_split(engine: str, tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
     """The placement ``engine`` gives ``tp x dp`` GPUs of a stage with ``ep`` expert ranks."""
-    if engine == "vllm":
-        return vllm_split(tp, dp, ep, num_experts)
+    if engine in RULES:
+        return RULES[engine](tp, dp, ep, num_experts)
     if dp == 1 and ep == 1:
         check_degree(tp, "tp")
         return MoeSplit(tp=tp, moe_tp=tp)
-    raise ParallelismError(f"data / expert parallelism is not modelled for {engine} yet; "
-                           "plan it with --engine vllm", field="dp" if dp > 1 else "ep")
+    raise ParallelismError(f"{engine} has no data or expert parallelism kvplan models (vllm, "
+                           "sglang and trtllm do)", field="dp" if dp > 1 else "ep")

@@ -39,17 +39,23 @@ def gpu_defaults(total_bytes: int, tp: int) -> tuple[int, int]:
 
 
 def default_mem_fraction(total_bytes: int, tp: int, pp: int,
-                         smi_total_mib: int | None = None) -> tuple[Fraction, str]:
+                         smi_total_mib: int | None = None, dp: int = 1) -> tuple[Fraction, str]:
     """SGLang reads the GPU size from ``nvidia-smi --query-gpu=memory.total`` (MiB); without
-    that figure the driver total is used (a few hundred MiB less: 0.001 lower on an H100)."""
+    that figure the driver total is used (a few hundred MiB less: 0.001 lower on an H100).
+    ``tp`` is SGLang's (every GPU of a stage); with DP attention over ``dp`` ranks SGLang
+    reserves ``cuda_graph_max_bs x dp x 3`` MiB more (x 1.5 more when max_bs > 300) "for
+    padding" (PR #10975), before the 10 GiB floor."""
     chunk, graph_bs = gpu_defaults(total_bytes, tp)
     gpu_mib = smi_total_mib or total_bytes // MiB
     reserved = Fraction(512) + Fraction(3, 2) * max(chunk, 2048) + 2 * graph_bs + Fraction(tp * pp * 1024, 8)
+    if dp > 1:
+        reserved += graph_bs * dp * 3 + (Fraction(3, 2) * graph_bs * dp if graph_bs > 300 else 0)
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, Fraction(10 * 1024))
     f = Fraction(round((gpu_mib - reserved) / gpu_mib, 3)).limit_denominator(1000)
     how = (f"round(({gpu_mib:,} MiB - {float(reserved):,.0f} MiB reserved) / {gpu_mib:,} MiB, 3) "
-           f"(chunked_prefill {chunk}, cuda_graph_max_bs {graph_bs})")
+           f"(chunked_prefill {chunk}, cuda_graph_max_bs {graph_bs}"
+           + (f", DP attention over {dp} ranks" if dp > 1 else "") + ")")
     return f, how
 
 
@@ -62,7 +68,7 @@ def sglang_budget(i: BudgetInputs, version: str, activation: tuple[int, str]) ->
     if i.utilization is not None:
         f, how = Fraction(i.utilization).limit_denominator(1000), "given"
     else:
-        f, how = default_mem_fraction(i.total_bytes, i.tp, i.pp, i.smi_total_mib)
+        f, how = default_mem_fraction(i.total_bytes, i.tp, i.pp, i.smi_total_mib, i.attention_dp)
     overhead = (i.runtime_overhead_bytes if i.runtime_overhead_bytes is not None
                 else context_overhead(i.tp))
     free_before = i.total_bytes - overhead

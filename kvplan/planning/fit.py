@@ -119,11 +119,16 @@ def _check_native(req: FitRequest, fp: Footprint) -> None:
 
 
 def _split_note(split: MoeSplit, num_experts: int) -> str:
-    ranks = (f"{split.dp} attention data-parallel ranks of {split.tp} GPU(s): each holds its own "
-             "sequences and KV pool, with its own copy of the attention and dense layers"
-             if split.dp > 1 else f"attention and dense layers split over {split.tp} GPU(s)")
     if not num_experts:
-        return ranks
+        return (f"{split.dp} independent replicas of {split.tp} GPU(s), each with its own "
+                "sequences and KV pool")
+    ranks = (f"{split.dp} attention data-parallel ranks of {split.tp} GPU(s), each with its own "
+             "sequences and KV pool" if split.dp > 1
+             else f"attention split over {split.tp} GPU(s)")
+    roles = [f"{what} {'replicated' if n == 1 else f'split over {n}'}"
+             for what, role in (("dense MLPs", "mlp"), ("shared experts", "shared"),
+                                ("embedding", "embed"), ("LM head", "head"))
+             if (n := split.role_tp(role)) != split.tp]
     if split.ep > 1:
         local = experts_on_busiest_rank(num_experts, split.ep)
         experts = (f"routed experts spread over {split.ep} GPUs ({local} of {num_experts} per "
@@ -131,7 +136,7 @@ def _split_note(split: MoeSplit, num_experts: int) -> str:
                    + (f", each split over {split.moe_tp}" if split.moe_tp > 1 else ", each whole"))
     else:
         experts = f"every routed expert split over {split.moe_tp} GPUs (no expert parallelism)"
-    return f"{ranks}; {experts}"
+    return "; ".join([ranks, *roles, experts])
 
 
 def plan_layout(req: FitRequest) -> FitResult:
@@ -212,12 +217,15 @@ def plan_layout(req: FitRequest) -> FitResult:
                                           tp=req.tp).per_gpu_bytes
 
     stages = pp_stages(model.num_layers, req.pp)
+    # MoE layers communicate over all tp x dp GPUs of a stage (dispatch / all-gather), so the
+    # NCCL buffers are those of that group; DP replicas of a dense model share nothing
+    comm_tp = req.tp * req.dp if (req.weights and req.weights.num_experts) else req.tp
     inter = _intermediate_per_rank(model, req.weights, req.tp)
     plans = []
     for s, rng in enumerate(stages):
         last = s == len(stages) - 1
         inputs = BudgetInputs(
-            total_bytes=total, weights_bytes=stage_weights[s], tp=req.tp, pp=req.pp,
+            total_bytes=total, weights_bytes=stage_weights[s], tp=comm_tp, pp=req.pp,
             hidden_size=model.hidden_size, intermediate_per_rank=inter,
             vocab_size=model.vocab_size or 0, num_layers=len(rng),
             max_num_batched_tokens=mnbt, max_num_seqs=mns, utilization=req.utilization,
@@ -226,7 +234,8 @@ def plan_layout(req: FitRequest) -> FitResult:
             kv_cache_memory_bytes=req.kv_cache_memory_bytes,
             weights_overridden=req.weight_memory_bytes is not None,
             total_overridden=req.total_memory_bytes is not None,
-            smi_total_mib=None if req.total_memory_bytes else req.gpu.memory_smi_total_mib)
+            smi_total_mib=None if req.total_memory_bytes else req.gpu.memory_smi_total_mib,
+            attention_dp=req.dp if comm_tp > req.tp else 1)
         budget = _budget(layout, inputs, last)
         costs = [c for i in rng for c in fp.layer_costs[i]]
         if last and draft_fp is not None:

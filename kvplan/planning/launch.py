@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 
 from ..core.errors import KvplanError
 from ..engines import get_engine
+from ..engines.parallel_rules import moe_split
 from ..engines.vllm_memory import default_utilization
 from .fit_types import FitResult
 
@@ -87,9 +89,18 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     kv = _kv_flag(SGLANG_KV, r.kv_format, "sglang")
     if kv is None:
         return _unsupported("sglang", r.kv_format)
+    n = _sequences(r, sequences)
+    dp_attention = req.dp > 1 and _is_moe(r)
+    world = req.tp * req.dp if dp_attention else req.tp  # SGLang's --tp-size: a stage's GPUs
     parts = ["python", "-m", "sglang.launch_server", "--model-path", _model_ref(r), "--tp-size",
-             str(req.tp), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
-             "--max-running-requests", str(_sequences(r, sequences)), "--kv-cache-dtype", kv]
+             str(world), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
+             # under DP attention SGLang divides --max-running-requests among the DP ranks
+             "--max-running-requests", str(n * req.dp if dp_attention else n),
+             "--kv-cache-dtype", kv]
+    if req.dp > 1:
+        parts += ["--dp-size", str(req.dp)] + (["--enable-dp-attention"] if dp_attention else [])
+    if req.ep > 1:
+        parts += ["--ep-size", str(req.ep)]
     if r.layout.name == "sglang":
         b = r.budget
         fraction = b.usable_bytes / max(b.total_bytes - b.runtime_overhead_bytes, 1)
@@ -112,11 +123,20 @@ def trtllm_command(r: FitResult, sequences: int | None = None) -> str:
     options: dict = {"kv_cache_config": {"dtype": kv, "free_gpu_memory_fraction": fraction}}
     if req.kv_cache_memory_bytes is not None and r.layout.name == "trtllm":
         options["kv_cache_config"]["max_tokens"] = r.kv_pool_tokens
-    parts = ["trtllm-serve", _model_ref(r), "--backend", "pytorch", "--tp_size", str(req.tp),
+    attention_dp = req.dp > 1 and _is_moe(r)
+    if attention_dp:
+        options["enable_attention_dp"] = True
+    world = req.tp * req.dp if attention_dp else req.tp  # tp_size: a stage's GPUs
+    parts = ["trtllm-serve", _model_ref(r), "--backend", "pytorch", "--tp_size", str(world),
              "--pp_size", str(req.pp), "--max_seq_len", str(r.max_model_len), "--max_batch_size",
              str(_sequences(r, sequences)), "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]
-    return (f"printf '%s\\n' {shlex.quote(json.dumps(options))} > extra.yaml && "
+    if req.ep > 1:
+        parts += ["--ep_size", str(req.ep)]
+    line = (f"printf '%s\\n' {shlex.quote(json.dumps(options))} > extra.yaml && "
             f"{_join(parts)} --extra_llm_api_options extra.yaml")
+    if req.dp > 1 and not attention_dp:  # a dense model: trtllm-serve has no replica mode
+        line += f"  # one of {req.dp} replicas: run one per {req.tp * req.pp} GPU(s)"
+    return line
 
 
 def llama_cpp_command(r: FitResult, sequences: int | None = None) -> str:
@@ -132,16 +152,25 @@ def llama_cpp_command(r: FitResult, sequences: int | None = None) -> str:
     return _join(parts)
 
 
+def _is_moe(r: FitResult) -> bool:
+    return bool(r.request.weights and r.request.weights.num_experts)
+
+
 def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str]:
     """engine -> command, the planned engine first. The other engines get the same
     parallelism, lengths and sequence count with their own defaults for the rest; an engine
     without the planned KV format gets a comment line instead."""
-    builders = {"vllm": vllm_command, "sglang": sglang_command, "trtllm": trtllm_command,
-                "llama.cpp": llama_cpp_command}
+    builders: dict[str, Callable[[FitResult, int | None], str]] = {
+        "vllm": vllm_command, "sglang": sglang_command, "trtllm": trtllm_command,
+        "llama.cpp": llama_cpp_command}
     out = {}
     for name, build in builders.items():
         try:  # an engine that does not serve the model (or whose layout is not established)
             (r.layout if r.layout.name == name else get_engine(name)).check_model(r.request.model)
+            req = r.request
+            if req.dp > 1 or req.ep > 1:  # each engine's own rule for this DP / EP layout
+                moe_split(name, req.tp, req.dp, req.ep,
+                          req.weights.num_experts if req.weights else 0)
         except KvplanError as e:
             out[name] = f"# {e.detail}"
             continue

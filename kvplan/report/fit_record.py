@@ -19,7 +19,9 @@ def _placement(r: FitResult) -> dict | None:
     if sp is None or (sp.dp == 1 and sp.ep == 1):
         return None
     experts = w.num_experts if w else 0
-    return {"dense_tp": sp.dense, "vocab_tp": sp.vocab, "moe_tp": sp.moe_tp, "ep": sp.ep,
+    return {"attention_tp": sp.tp, "mlp_tp": sp.role_tp("mlp"),
+            "shared_expert_tp": sp.role_tp("shared"), "embedding_tp": sp.role_tp("embed"),
+            "lm_head_tp": sp.role_tp("head"), "moe_tp": sp.moe_tp, "ep": sp.ep,
             "routed_experts": experts,
             "routed_experts_per_gpu": experts_on_busiest_rank(experts, sp.ep) if experts else 0}
 
