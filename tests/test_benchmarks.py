@@ -1,7 +1,7 @@
 """Measured serving benchmarks: readers, the closed-loop model, re-prediction, calibration
 fits, and the CLI (`kvplan validate --benchmarks`, `kvplan calibrate --from-benchmarks`).
 
-Fixture: tests/fixtures/benchmarks/aic_sample.csv holds five rows of AIConfigurator's
+Fixture: tests/fixtures/benchmarks/aic_sample.csv holds six rows of AIConfigurator's
 silicon_sample.csv (aiconfigurator-core 0.12.0 wheel, Apache-2.0; benchmarks/data/README.md).
 """
 
@@ -114,7 +114,9 @@ def test_llama_8b_h200_row_by_hand():
 def test_aic_rows_and_problems():
     runs, problems = read_benchmarks(FIX / "aic_sample.csv")
     assert [r.model for r in runs] == ["meta-llama/Llama-3.1-70B", "MiniMaxAI/MiniMax-M2.5",
-                                       "Qwen/Qwen3-32B"]
+                                       "Qwen/Qwen3-32B", "deepseek-ai/DeepSeek-R1"]
+    r1 = runs[3]  # attention DP 8 x EP 8 (tp_size 1): 64 users, batch_size 8 per DP rank
+    assert (r1.tp, r1.dp, r1.ep, r1.concurrency, r1.engine) == (1, 8, 8, 64, "trtllm")
     llama = runs[0]
     assert (llama.gpu, llama.engine, llama.tp, llama.weight_dtype) == ("h200-sxm", "vllm", 1, "fp8")
     assert (llama.prompt_tokens, llama.output_tokens, llama.concurrency) == (1024, 8192, 8)
@@ -125,7 +127,7 @@ def test_aic_rows_and_problems():
         8 * 8192 / (0.2473047496867366 + 8191 * 0.0240974342786796))
     assert any("KV-cache dtype" in a for a in llama.assumptions)
     fields = sorted(p.field for p in problems)
-    assert fields == ["mode", "moe_ep_size"]
+    assert fields == ["mode", "tp_size"]  # disaggregated; 64 GPUs over more than one node
     assert all(":3" in p.source or ":4" in p.source for p in problems)  # rows 3 and 4
 
 

@@ -198,3 +198,46 @@ def test_vllm_sequence_parallel_moe_replicates_shared_experts(capsys):
 def test_engine_refusals(capsys, engine, args, needle):
     line = fail(capsys, "fit", *args, "--gpu", "h200", "-c", "8k", "--engine", engine)
     assert needle in line, line
+
+
+def test_step_terms_under_dp_and_ep():
+    """One decode step of a DP 4 x TP 2, EP 8 deployment (hand numbers on a small model):
+    every DP rank's 16 tokens meet in each MoE layer (64 tokens), routing top 2 of 8 experts:
+    8 x (1 - (1 - 2/8)^64) distinct experts hit, 1/8 of them on this GPU; expert FLOPs are 64
+    tokens' share over 8 GPUs; communication is the TP all-reduces (2 per layer over tp 2) and
+    the MoE dispatch / combine over all 8 GPUs (2 calls per MoE layer, ring bytes
+    2 x 7/8 x 64 tokens x hidden x 2 B per MoE layer)."""
+    from kvplan.core.perf import Efficiency, StepModel, step_terms
+
+    m = StepModel(weight_bytes=1e9, expert_bytes=1e6, moe_layers=3, num_experts=8, top_k=2,
+                  kv_reads=(), state_bytes=0.0, flops_per_token=10e9, attn_flops=(),
+                  hidden_size=1000, layers=4, tp=2, pp=1, hbm_bytes_per_s=1e12, flops_per_s=1e15,
+                  link_bytes_per_s=1e11, efficiency=Efficiency(), expert_flops_per_token=4e9,
+                  dp=4, ep=8)
+    t = step_terms(m, 16, 100)
+    distinct = 8 * (1 - (1 - 2 / 8) ** 64)
+    assert t.expert_bytes == pytest.approx(distinct / 8 * 1e6 * 3)
+    assert t.expert_flops == pytest.approx(64 * 4e9 / 8)
+    assert t.dense_flops == pytest.approx(16 * 6e9)
+    assert t.comm_calls == 2 * 4 + 2 * 3
+    tp_ring = 2 * 4 * (2 * 1 / 2) * 16 * 1000 * 2
+    moe = 3 * 2 * 7 / 8 * 64 * 1000 * 2
+    assert t.comm_bytes == pytest.approx(tp_ring + moe)
+    plain = step_terms(StepModel(**{**m.__dict__, "dp": 1, "ep": 1}), 16, 100)
+    assert plain.comm_calls == 8 and plain.expert_flops == pytest.approx(16 * 4e9)
+
+
+def test_validate_predicts_an_attention_dp_row(capsys, monkeypatch):
+    """TensorRT-LLM DeepSeek-R1 on 8 x B200, attention DP 8 x EP 8, 64 users: each DP rank
+    serves 64 / 8 = 8 of them; the row is re-predicted (no calibration was fitted on such rows)."""
+    from pathlib import Path
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # MiniMax-M2.5 is not built in: fail fast
+    fix = Path(__file__).parent / "fixtures" / "benchmarks" / "aic_sample.csv"
+    code = run(["validate", "--benchmarks", str(fix), "--json", "--by", "layout"])
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    row = next(r for r in d["results"] if r["model"] == "deepseek-ai/DeepSeek-R1")
+    assert row["detail"]["slots"] == 8
+    assert "dp 8 x tp 1, ep 8" in d["by"]["layout"]
+    assert code in (0, 1)

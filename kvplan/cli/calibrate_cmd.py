@@ -72,7 +72,7 @@ def validate(
     meta: Annotated[list[str] | None, typer.Option("--meta", help="KEY=VALUE a benchmark file "
                                                    "does not record (gpu, tp, engine, model, ...).")] = None,
     by: Annotated[str, typer.Option("--by", help="Group errors by: gpu, engine, family, tp, "
-                                    "concurrency, calibration (comma list).")] = DEFAULT_BY,
+                                    "concurrency, calibration, layout (comma list).")] = DEFAULT_BY,
     uncalibrated: Annotated[bool, typer.Option("--uncalibrated", help="Ignore calibrations "
                                                "(the pure roofline).")] = False,
     tpot_tolerance: Annotated[float | None, typer.Option("--tpot-tolerance", help="Exit 1 when "

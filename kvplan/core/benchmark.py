@@ -22,6 +22,8 @@ class MeasuredRun:
     engine_version: str = ""
     tp: int = 1
     pp: int = 1
+    dp: int = 1  # attention data-parallel ranks (each tp GPUs, its own sequences)
+    ep: int = 1  # GPUs the routed experts are spread over
     weight_dtype: str | None = None  # None: the checkpoint's own format
     kv_dtype: str = "auto"
     prompt_tokens: int

@@ -108,6 +108,10 @@ class StepModel:
     speculative_tokens: int = 0
     acceptance_length: float = 1.0
     draft: StepModel | None = None
+    #: MoE under attention data parallelism: ``dp`` ranks step together, so every MoE layer
+    #: sees ``dp`` x a rank's tokens; a GPU holds 1/``ep`` of the routed experts
+    dp: int = 1
+    ep: int = 1
 
 
 def kv_read_bytes(m: StepModel, n):
@@ -173,16 +177,23 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
     """A step's terms from its token counts and what they read and compute in attention
     (``kv_bytes``: the decoding sequences' KV and state; ``attn_flops``: all attention)."""
     tokens = batch + prefill_tokens
+    moe_tokens = tokens * m.dp  # every DP rank's tokens meet in each MoE layer
     calls = 0.0 if m.tp == 1 else 2.0 * m.layers
     ring = 0.0 if m.tp == 1 else 2 * (m.tp - 1) / m.tp
+    comm_bytes = calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element
+    if m.dp > 1:  # dispatch (all-gather) and combine (reduce-scatter) over the tp x dp GPUs
+        group = m.tp * m.dp
+        calls = calls + 2.0 * m.moe_layers
+        comm_bytes = comm_bytes + (m.moe_layers * 2 * (group - 1) / group * moe_tokens
+                                   * m.hidden_size * m.activation_bytes_per_element)
     return StepTerms(
         dense_bytes=m.weight_bytes + 0.0 * tokens,
-        expert_bytes=distinct_experts(m, tokens) * m.expert_bytes * m.moe_layers,
+        expert_bytes=distinct_experts(m, moe_tokens) / m.ep * m.expert_bytes * m.moe_layers,
         kv_bytes=kv_bytes,
         dense_flops=tokens * (m.flops_per_token - m.expert_flops_per_token),
-        expert_flops=tokens * m.expert_flops_per_token,
+        expert_flops=moe_tokens * m.expert_flops_per_token / m.ep,
         comm_calls=calls + 0.0 * tokens,
-        comm_bytes=calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element,
+        comm_bytes=comm_bytes,
         sequences=batch + 0.0 * tokens,
         attn_flops=attn_flops)
 
@@ -260,13 +271,13 @@ def prefill_s(m: StepModel, prompt_tokens, chunk_tokens, cached_tokens=0):
         attn = attn + r.bytes_per_token * pairs / prompt_tokens
     e = m.efficiency
     dense_flops = prompt_tokens * (m.flops_per_token - m.expert_flops_per_token + attn)
-    expert_flops = prompt_tokens * m.expert_flops_per_token
+    expert_flops = prompt_tokens * m.expert_flops_per_token / m.ep  # spread over the EP GPUs
     chunks = -(-prompt_tokens // chunk_tokens)
     peak = m.flops_per_s * e.flops
     hbm = m.hbm_bytes_per_s * e.hbm_bandwidth
     compute_s = dense_flops / peak + expert_flops / (peak * e.moe)
     memory_s = chunks * (m.weight_bytes / hbm
-                         + m.expert_bytes * m.moe_layers * m.num_experts / (hbm * e.moe))
+                         + m.expert_bytes * m.moe_layers * m.num_experts / m.ep / (hbm * e.moe))
     return m.pp * (chunks * e.step_overhead_s + _max(compute_s, memory_s)
                    + allreduce_s(m, prompt_tokens))
 
@@ -283,7 +294,7 @@ def compute_bound_batch(m: StepModel, context) -> float:
     per_seq_mem = kv_read_bytes(m, context) / (m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
     per_seq_flop = (m.flops_per_token + attention_flops(m, context)) / (
         m.flops_per_s * m.efficiency.flops)
-    fixed = (m.weight_bytes + m.expert_bytes * m.moe_layers * m.num_experts) / (
+    fixed = (m.weight_bytes + m.expert_bytes * m.moe_layers * m.num_experts / m.ep) / (
         m.hbm_bytes_per_s * m.efficiency.hbm_bandwidth)
     if per_seq_flop <= per_seq_mem:
         return float("inf")

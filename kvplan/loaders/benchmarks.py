@@ -97,14 +97,18 @@ def _engine(value, field: str) -> str:
     return e
 
 
+#: GPUs one NVLink node of the AIConfigurator systems holds (HGX boards; GB200 counted per tray
+#: group the same way): wider deployments cross nodes
+GPUS_PER_NODE = 8
+
+
 def _aic_row(r: dict, where: str) -> MeasuredRun:
     if r.get("mode") != "agg":
         raise _Bad("mode", f"{r.get('mode')!r}: only aggregated serving (mode agg) is "
                    "re-predicted; disaggregated prefill/decode workers are not modelled yet")
-    for key in ("attention_dp_size", "moe_ep_size"):
-        if (r.get(key) or "1").strip() not in ("1", "0", ""):
-            raise _Bad(key, f"{r[key]}: expert parallelism and attention data parallelism are "
-                       "not modelled yet")
+    def degree(key: str) -> int:  # AIConfigurator writes 0 or nothing for "not used"
+        value = (r.get(key) or "").strip()
+        return 1 if value in ("", "0") else _positive_int(value, key)
     system = (r.get("system") or "").strip()
     if system not in AIC_SYSTEMS:
         raise _Bad("system", f"unknown GPU {system!r} (kvplan knows "
@@ -132,19 +136,28 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
     concurrency = _positive_int(conc.group(1) if conc else r.get("batch_size"), "batch_size")
     sweep = re.search(r"(workflow_run_id=\d+|source_file=[^;]+)", source)
     tp = _positive_int(r.get("tp_size"), "tp_size")
+    dp, ep, moe_tp = degree("attention_dp_size"), degree("moe_ep_size"), degree("moe_tp_size")
+    if ep > 1 and moe_tp * ep != tp * dp:
+        raise _Bad("moe_tp_size", f"moe_tp_size x moe_ep_size = {moe_tp * ep} is not tp_size x "
+                   f"attention_dp_size = {tp * dp}: not one placement of the stage's GPUs")
+    pp = _positive_int(r.get("pp_size") or 1, "pp_size")
+    if tp * dp * pp > GPUS_PER_NODE:
+        raise _Bad("tp_size", f"{tp * dp * pp} GPUs (tp {tp} x attention_dp {dp} x pp {pp}): "
+                   f"deployments over more than one {GPUS_PER_NODE}-GPU node are not modelled "
+                   "(inter-node links)")
     isl = _positive_int(r.get("isl"), "isl")
     osl = _positive_int(r.get("osl"), "osl")
     ttft = _positive(r.get("silicon_ttft_ms"), "silicon_ttft_ms", 1e-3)
     tpot = _positive(r.get("silicon_tpot_ms"), "silicon_tpot_ms", 1e-3)
     return MeasuredRun(
         source=where, model=model, gpu=AIC_SYSTEMS[system], engine=_engine(r.get("backend"), "backend"),
-        engine_version=(r.get("backend_version") or "").strip(), tp=tp,
-        pp=_positive_int(r.get("pp_size") or 1, "pp_size"), weight_dtype=weight,
+        engine_version=(r.get("backend_version") or "").strip(), tp=tp, pp=pp, dp=dp, ep=ep,
+        weight_dtype=weight,
         prompt_tokens=isl, output_tokens=osl, concurrency=concurrency, ttft_s=ttft, tpot_s=tpot,
         output_tokens_per_s=concurrency * osl / (ttft + (osl - 1) * tpot),
         throughput_derived=True,
         group=_group(sweep.group(1) if sweep else source, model, system, str(r.get("backend")),
-                     str(tp), quant),
+                     str(tp), quant, *((f"dp{dp}", f"ep{ep}") if dp > 1 or ep > 1 else ())),
         assumptions=tuple(assumptions))
 
 

@@ -9,7 +9,7 @@ calibration fit re-evaluates thousands of rows per second (``stack``: the same o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.benchmark import MeasuredRun, RowProblem
 from ..core.errors import KvplanError
@@ -74,13 +74,14 @@ class _Planner:
         from .fit_types import FitRequest
         from .perf_model import step_model
 
-        key = (run.model, run.gpu, run.engine, run.tp, run.pp, run.weight_dtype, run.kv_dtype,
-               context)
+        key = (run.model, run.gpu, run.engine, run.tp, run.pp, run.dp, run.ep, run.weight_dtype,
+               run.kv_dtype, context)
         if key not in self.plans:
             m, w = self.model(run.model)
             req = FitRequest(model=m, weights=w, weight_format=weight_format(m, run.weight_dtype),
                              gpu=load_gpu(run.gpu), engine=run.engine, tp=run.tp, pp=run.pp,
-                             kv_dtype=run.kv_dtype, context_tokens=context, search=False)
+                             dp=run.dp, ep=run.ep, kv_dtype=run.kv_dtype, context_tokens=context,
+                             search=False)
             try:
                 r = plan_fit(req)
                 self.plans[key] = (r, step_model(r))
@@ -98,13 +99,15 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
     planner = _Planner()
     longest: dict[tuple, int] = {}
     for run in runs:
-        k = (run.model, run.gpu, run.engine, run.tp, run.pp, run.weight_dtype, run.kv_dtype)
+        k = (run.model, run.gpu, run.engine, run.tp, run.pp, run.dp, run.ep, run.weight_dtype,
+             run.kv_dtype)
         longest[k] = max(longest.get(k, 0), run.prompt_tokens + run.output_tokens)
     out: list[RowTerms] = []
     problems: list[RowProblem] = []
     capacity: dict[tuple, int] = {}
     for run in runs:
-        k = (run.model, run.gpu, run.engine, run.tp, run.pp, run.weight_dtype, run.kv_dtype)
+        k = (run.model, run.gpu, run.engine, run.tp, run.pp, run.dp, run.ep, run.weight_dtype,
+             run.kv_dtype)
         context = run.prompt_tokens + run.output_tokens
         try:
             try:
@@ -133,8 +136,9 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
         if ck not in capacity:
             capacity[ck] = _capacity(r, mean_ctx)
         cap = capacity[ck]
-        slots = min(run.concurrency or 1, cap, r.max_num_seqs)
-        shape = loop_shape(run.concurrency or 1, slots, run.prompt_tokens, run.output_tokens,
+        users = max((run.concurrency or 1) // run.dp, 1)  # each DP rank serves its share
+        slots = min(users, cap, r.max_num_seqs)
+        shape = loop_shape(users, slots, run.prompt_tokens, run.output_tokens,
                            r.max_num_batched_tokens, run.num_prompts)
         decode_ctx = run.prompt_tokens + run.output_tokens / 2
         dec = step_terms(sm, shape.decode_batch, decode_ctx)
@@ -159,6 +163,8 @@ def predict_detail(t: RowTerms, e: Efficiency) -> tuple[LoopTimes, dict]:
     host = e.host_ttft_s + e.host_ttft_per_prompt_token_s * t.run.prompt_tokens
     share = e.startup_share if t.shape.startup_share is None else t.shape.startup_share
     lt = loop_times(t.shape, decode_s, mixed_s, burst_s, host, share)
+    if t.run.dp > 1:  # one rank's loop; the deployment's output is every rank's
+        lt = replace(lt, output_tokens_per_s=lt.output_tokens_per_s * t.run.dp)
     s = t.shape
     detail = {"slots": s.slots, "kv_pool_capacity_sequences": t.capacity,
               "max_num_seqs": t.plan.max_num_seqs,

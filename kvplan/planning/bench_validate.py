@@ -52,6 +52,13 @@ def stats(errors: list[float]) -> Stats | None:
     return Stats(len(errors), statistics.median(a), p90, statistics.median(errors))
 
 
+def layout_label(run) -> str:
+    """``tp 8`` for tensor parallelism alone; ``dp 8 x tp 1, ep 8`` with attention DP / EP."""
+    if run.dp == 1 and run.ep == 1:
+        return f"tp {run.tp}"
+    return f"dp {run.dp} x tp {run.tp}, ep {run.ep}"
+
+
 def concurrency_band(c: int | None) -> str:
     for hi, label in ((8, "1-8"), (32, "9-32"), (128, "33-128")):
         if (c or 1) <= hi:
@@ -62,7 +69,7 @@ def concurrency_band(c: int | None) -> str:
 GROUPINGS = {"gpu": lambda r: r.run.gpu, "engine": lambda r: r.run.engine,
              "family": lambda r: r.run.family, "tp": lambda r: str(r.run.tp),
              "concurrency": lambda r: concurrency_band(r.run.concurrency),
-             "calibration": lambda r: r.calibration}
+             "calibration": lambda r: r.calibration, "layout": lambda r: layout_label(r.run)}
 
 
 @dataclass

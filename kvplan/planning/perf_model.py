@@ -11,9 +11,9 @@ from fractions import Fraction
 
 from ..core.gpu import GpuSpec
 from ..core.layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
-from ..core.parallel import pp_stage_sizes, pp_stages
+from ..core.parallel import plain_split, pp_stage_sizes, pp_stages
 from ..core.perf import Efficiency, KvRead, StepModel
-from ..core.weights import Tensor
+from ..core.weights import Tensor, rank_tensor_bytes, tensor_role
 from ..engines.costs import LayerCost
 from .fit_types import FitResult
 
@@ -73,15 +73,24 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
     expert_params = [0] * pp
     moe_layers: list[set[int | None]] = [set() for _ in range(pp)]
 
+    split = r.split or plain_split(tp)
+
     def rank_params(t: Tensor) -> int:
-        rows, cols = t.shape_on_rank(tp)
+        """Parameters whose FLOPs one GPU computes per token of its rank. A routed expert:
+        its moe_tp share. Everything else: a 1/tp share whatever the engine's placement, as a
+        rank's tokens meet the tensor either split over its tp GPUs, gathered from every
+        rank onto a split over all tp x dp (SGLang's dense MLPs), or whole on one GPU with
+        tp = 1 (TensorRT-LLM's attention DP); sequence-parallel shared experts (vLLM) see
+        1/tp of the rank's tokens whole."""
+        rows, cols = t.shape_on_rank(split.moe_tp if tensor_role(t) == "expert" else tp)
         return rows * cols * t.count
 
     for t in w.tensors:
         if t.place == "extra":
             continue
+        b = rank_tensor_bytes(t, fmt, split)
         if t.place == "embed":
-            stage_bytes[0] += fmt.tensor_bytes(t, tp)
+            stage_bytes[0] += b
             if not (w.tied_embeddings and t.name == "embed_tokens"):
                 continue  # a lookup: not read by a decode step
             s = pp - 1  # the tied LM head reads the embedding matrix on the last stage
@@ -89,11 +98,10 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
             s = pp - 1
         else:
             s = _stage_of(t.layer, sizes)
-        b = fmt.tensor_bytes(t, tp)
         if t.place != "embed":
             stage_bytes[s] += b
-        if t.expert:
-            expert_bytes[s] += b / t.count
+        if t.expert:  # one expert's bytes on a GPU that holds it (each split over moe_tp)
+            expert_bytes[s] += fmt.tensor_bytes(t, split.moe_tp) / t.count
             expert_params[s] += rank_params(t) // t.count
             moe_layers[s].add(t.layer)
         else:
@@ -136,7 +144,8 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         num_experts=w.num_experts if n_moe else 0, top_k=w.experts_per_token if n_moe else 0,
         kv_reads=tuple(kv_reads), state_bytes=state, flops_per_token=2.0 * active,
         attn_flops=tuple(attn), hidden_size=r.footprint.model.hidden_size, layers=sizes[s], tp=tp,
-        pp=pp, hbm_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
+        pp=pp, dp=split.dp if n_moe else 1, ep=split.ep if n_moe else 1,
+        hbm_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
         flops_per_s=float(gpu.dense_flops_per_s[dtype]),
         link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
         efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn),
