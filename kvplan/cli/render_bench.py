@@ -41,7 +41,8 @@ def report_json(rep: Report, verdicts: dict[str, bool]) -> str:
         "problems": [{"source": p.source, "field": p.field, "message": p.message}
                      for p in rep.problems],
         "results": [{"source": r.run.source, "model": r.run.model, "gpu": r.run.gpu,
-                     "engine": r.run.engine, "tp": r.run.tp, "concurrency": r.run.concurrency,
+                     "engine": r.run.engine, "tp": r.run.tp, "dp": r.run.dp, "ep": r.run.ep,
+                     "concurrency": r.run.concurrency,
                      "prompt_tokens": r.run.prompt_tokens, "output_tokens": r.run.output_tokens,
                      "calibration": r.calibration,
                      "predicted": {f"{k}_s" if k != "throughput" else "output_tokens_per_s": v

@@ -97,9 +97,10 @@ def _engine(value, field: str) -> str:
     return e
 
 
-#: GPUs one NVLink node of the AIConfigurator systems holds (HGX boards; GB200 counted per tray
-#: group the same way): wider deployments cross nodes
-GPUS_PER_NODE = 8
+#: GPUs one NVLink domain of each AIConfigurator system holds: an HGX board of 8, GB200's
+#: NVL72 rack of 72; wider deployments cross nodes over slower links
+NVLINK_DOMAIN_GPUS = {"gb200": 72}
+HGX_GPUS = 8
 
 
 def _aic_row(r: dict, where: str) -> MeasuredRun:
@@ -141,9 +142,10 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
         raise _Bad("moe_tp_size", f"moe_tp_size x moe_ep_size = {moe_tp * ep} is not tp_size x "
                    f"attention_dp_size = {tp * dp}: not one placement of the stage's GPUs")
     pp = _positive_int(r.get("pp_size") or 1, "pp_size")
-    if tp * dp * pp > GPUS_PER_NODE:
+    domain = NVLINK_DOMAIN_GPUS.get(system, HGX_GPUS)
+    if tp * dp * pp > domain:
         raise _Bad("tp_size", f"{tp * dp * pp} GPUs (tp {tp} x attention_dp {dp} x pp {pp}): "
-                   f"deployments over more than one {GPUS_PER_NODE}-GPU node are not modelled "
+                   f"deployments over more than one {domain}-GPU NVLink domain are not modelled "
                    "(inter-node links)")
     isl = _positive_int(r.get("isl"), "isl")
     osl = _positive_int(r.get("osl"), "osl")
