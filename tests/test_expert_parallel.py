@@ -247,3 +247,26 @@ def test_validate_predicts_an_attention_dp_row(capsys, monkeypatch):
     assert row["detail"]["slots"] == 8
     assert "dp 8 x tp 1, ep 8" in d["by"]["layout"]
     assert code in (0, 1)
+
+
+@pytest.mark.parametrize("args, needle", [
+    # GLM-4.7's parameters are not modelled: --weight-memory cannot place experts
+    (("glm-4.7", "--dp", "8", "--weight-memory", "40GiB"), "need the model's parameter inventory"),
+    # Qwen3-30B-A3B experts are 768 wide: vLLM's flattened MoE TP over 5 GPUs cannot split them
+    (("qwen3-30b-a3b", "--dp", "5"), "768 intermediate rows over 5 GPUs"),
+    (("deepseek-v3", "--dp", "99999999999"), "kvplan plans at most 4,096"),
+    (("deepseek-v3", "--dp", "8", "--ep", "8", "--draft-model", "deepseek-v3",
+      "--num-speculative-tokens", "1"), "speculative decoding under --dp / --ep"),
+])
+def test_review_refusals(capsys, args, needle):
+    line = fail(capsys, "fit", *args, "--gpu", "h200", "-c", "8k")
+    assert needle in line, line
+
+
+def test_no_tp_pp_suggestion_for_a_dp_plan(capsys):
+    d = fit_json(capsys, "deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "-c", "32k",
+                 "--concurrency", "200")
+    assert d["suggestion"] is None and not d["fits"]
+    note = next(n for n in fit_json(capsys, "qwen3-30b-a3b", "--gpu", "h100", "-c", "8k", "--dp",
+                                    "2", "--engine", "sglang")["notes"] if "data-parallel" in n)
+    assert "shared experts" not in note and "dense MLPs" not in note  # the model has neither

@@ -64,6 +64,8 @@ def render_fit(r: FitResult) -> None:
         tp, pp = r.suggestion
         out.print(f"smallest layout on {req.gpu.name} reaching {req.concurrency or 1} sequence(s): "
                   f"tp {tp} x pp {pp} ({r.suggestion_concurrency:,} sequences)")
+    elif (req.concurrency or not r.fits) and (req.dp > 1 or req.ep > 1):
+        out.print("the layout search covers tp x pp only: not run for a --dp / --ep plan")
     elif req.concurrency or not r.fits:
         out.print(f"no layout up to tp 8 x pp 8 on {req.gpu.name} reaches the target")
     for note in r.notes:

@@ -217,6 +217,14 @@ def tensor_role(t: Tensor) -> str:
     return "attention"
 
 
+def expert_width(weights: Weights | None) -> int:
+    """A routed expert's intermediate size (the rows of its gate / up projection), 0 if none."""
+    for t in weights.tensors if weights else ():
+        if t.expert and t.shard == "column" and t.linear:
+            return t.rows
+    return 0
+
+
 def rank_tensor_bytes(t: Tensor, fmt: WeightFormat, split: MoeSplit) -> Fraction:
     """Bytes of ``t`` on the busiest GPU of a stage under ``split``: a routed expert's
     matrices split over ``moe_tp``, its copies spread over ``ep`` ranks; every other tensor

@@ -13,11 +13,17 @@ from __future__ import annotations
 from ..core.errors import ParallelismError
 from ..core.parallel import MoeSplit, check_degree
 
+#: The widest stage kvplan plans (tp x dp GPUs): beyond any NVLink domain or cluster sold
+MAX_STAGE_GPUS = 4096
+
 
 def _common(tp: int, dp: int, ep: int, num_experts: int) -> None:
     check_degree(tp, "tp")
     check_degree(dp, "dp")
     check_degree(ep, "ep")
+    if tp * dp > MAX_STAGE_GPUS:
+        raise ParallelismError(f"tp x dp = {tp * dp:,} GPUs in a stage; kvplan plans at most "
+                               f"{MAX_STAGE_GPUS:,}", field="dp")
     if ep > 1 and not num_experts:
         raise ParallelismError(f"ep={ep} needs a mixture-of-experts model; this one has no "
                                "routed experts", field="ep")
@@ -27,6 +33,16 @@ def _common(tp: int, dp: int, ep: int, num_experts: int) -> None:
     if ep > 1 and ep > num_experts:
         raise ParallelismError(f"ep={ep} is more than the model's {num_experts} routed experts: "
                                "some GPUs would hold none", field="ep")
+
+
+def _split_experts(engine: str, split: MoeSplit, width: int) -> MoeSplit:
+    """Each expert's gate / up rows split evenly over ``moe_tp`` GPUs, as every engine asserts
+    (vLLM ``FusedMoEConfig``: intermediate_size % tp_size == 0; SGLang FusedMoE: % moe_tp_size)."""
+    if width and split.moe_tp > 1 and width % split.moe_tp:
+        raise ParallelismError(f"{engine} splits each expert's {width} intermediate rows over "
+                               f"{split.moe_tp} GPUs, which does not divide them evenly",
+                               field="dp" if split.dp > 1 else "ep")
+    return split
 
 
 def _replicas(tp: int, dp: int) -> MoeSplit:
@@ -117,10 +133,13 @@ def trtllm_split(tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
 RULES = {"vllm": vllm_split, "sglang": sglang_split, "trtllm": trtllm_split}
 
 
-def moe_split(engine: str, tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
-    """The placement ``engine`` gives ``tp x dp`` GPUs of a stage with ``ep`` expert ranks."""
+def moe_split(engine: str, tp: int, dp: int, ep: int, num_experts: int,
+              expert_width: int = 0) -> MoeSplit:
+    """The placement ``engine`` gives ``tp x dp`` GPUs of a stage with ``ep`` expert ranks
+    (``expert_width``: a routed expert's intermediate size, checked against its split)."""
     if engine in RULES:
-        return RULES[engine](tp, dp, ep, num_experts)
+        split = RULES[engine](tp, dp, ep, num_experts)
+        return _split_experts(engine, split, expert_width) if dp > 1 or ep > 1 else split
     if dp == 1 and ep == 1:
         check_degree(tp, "tp")
         return MoeSplit(tp=tp, moe_tp=tp)

@@ -136,7 +136,7 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
         if ck not in capacity:
             capacity[ck] = _capacity(r, mean_ctx)
         cap = capacity[ck]
-        users = max((run.concurrency or 1) // run.dp, 1)  # each DP rank serves its share
+        users = -(-(run.concurrency or 1) // run.dp)  # each DP rank serves its share
         slots = min(users, cap, r.max_num_seqs)
         shape = loop_shape(users, slots, run.prompt_tokens, run.output_tokens,
                            r.max_num_batched_tokens, run.num_prompts)
@@ -163,8 +163,9 @@ def predict_detail(t: RowTerms, e: Efficiency) -> tuple[LoopTimes, dict]:
     host = e.host_ttft_s + e.host_ttft_per_prompt_token_s * t.run.prompt_tokens
     share = e.startup_share if t.shape.startup_share is None else t.shape.startup_share
     lt = loop_times(t.shape, decode_s, mixed_s, burst_s, host, share)
-    if t.run.dp > 1:  # one rank's loop; the deployment's output is every rank's
-        lt = replace(lt, output_tokens_per_s=lt.output_tokens_per_s * t.run.dp)
+    if t.run.dp > 1:  # one rank's loop of `users`; the deployment's output is all users'
+        lt = replace(lt, output_tokens_per_s=lt.output_tokens_per_s * (t.run.concurrency or 1)
+                     / t.shape.users)
     s = t.shape
     detail = {"slots": s.slots, "kv_pool_capacity_sequences": t.capacity,
               "max_num_seqs": t.plan.max_num_seqs,

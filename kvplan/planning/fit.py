@@ -18,7 +18,7 @@ from ..core.errors import InputError, ParallelismError
 from ..core.model import Model
 from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
 from ..core.units import cdiv, ceil_bytes
-from ..core.weights import Weights, weight_bytes
+from ..core.weights import Weights, expert_width, tensor_role, weight_bytes
 from ..engines import EngineLayout, get_engine
 from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_blocks
 from ..engines.parallel_rules import moe_split
@@ -118,7 +118,9 @@ def _check_native(req: FitRequest, fp: Footprint) -> None:
                              "pass --allow-emulated to plan it anyway", field="--kv-dtype")
 
 
-def _split_note(split: MoeSplit, num_experts: int) -> str:
+def _split_note(split: MoeSplit, weights: Weights | None) -> str:
+    num_experts = weights.num_experts if weights else 0
+    roles = {tensor_role(t) for t in weights.tensors} if weights else set()
     if not num_experts:
         return (f"{split.dp} independent replicas of {split.tp} GPU(s), each with its own "
                 "sequences and KV pool")
@@ -128,7 +130,7 @@ def _split_note(split: MoeSplit, num_experts: int) -> str:
     roles = [f"{what} {'replicated' if n == 1 else f'split over {n}'}"
              for what, role in (("dense MLPs", "mlp"), ("shared experts", "shared"),
                                 ("embedding", "embed"), ("LM head", "head"))
-             if (n := split.role_tp(role)) != split.tp]
+             if (n := split.role_tp(role)) != split.tp and role in roles]
     if split.ep > 1:
         local = experts_on_busiest_rank(num_experts, split.ep)
         experts = (f"routed experts spread over {split.ep} GPUs ({local} of {num_experts} per "
@@ -163,14 +165,18 @@ def plan_layout(req: FitRequest) -> FitResult:
     mnbt = req.max_num_batched_tokens or dflt_tokens
     mns = req.max_num_seqs or dflt_seqs
     block, notes = _block_size(req, layout, model)
+    if (req.dp > 1 or req.ep > 1) and req.weights is None:
+        raise InputError("--dp and --ep need the model's parameter inventory to place its "
+                         "experts and dense layers; --weight-memory cannot say which weights "
+                         "are which", field="--weight-memory")
+    if (req.dp > 1 or req.ep > 1) and req.draft:
+        raise InputError("speculative decoding under --dp / --ep is not modelled (where the "
+                         "draft's experts live)", field="--draft-model")
     split = moe_split(layout.name, req.tp, req.dp, req.ep,
-                      req.weights.num_experts if req.weights else 0)
+                      req.weights.num_experts if req.weights else 0,
+                      expert_width(req.weights))
     if req.dp > 1 or req.ep > 1:
-        if req.weights is None and req.ep > 1:
-            raise InputError("--ep needs the model's parameter inventory to place its experts; "
-                             "--weight-memory cannot say which weights are experts",
-                             field="--weight-memory")
-        notes.append(_split_note(split, req.weights.num_experts if req.weights else 0))
+        notes.append(_split_note(split, req.weights))
     lookahead = req.draft.num_speculative_tokens if req.draft else 0
     ctx = req.context_tokens + lookahead
 
@@ -258,7 +264,8 @@ def plan_fit(req: FitRequest) -> FitResult:
     """Plan one (model, GPU, engine, parallelism, context); with a target concurrency, or when
     it does not fit, also the smallest TP x PP layout on this GPU that does (``suggestion``)."""
     result = plan_layout(req)
-    if req.search and (req.concurrency or not result.fits):
+    # the search covers TP x PP layouts; a DP / EP plan is judged as asked
+    if req.search and req.dp == 1 and req.ep == 1 and (req.concurrency or not result.fits):
         tp, pp, c = smallest_layout(req, req.concurrency or 1, plan_layout)
         if (tp, pp) != (0, 0):
             result = replace(result, suggestion=(tp, pp), suggestion_concurrency=c)

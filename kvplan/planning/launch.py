@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable
 
 from ..core.errors import KvplanError
+from ..core.weights import expert_width
 from ..engines import get_engine
 from ..engines.parallel_rules import moe_split
 from ..engines.vllm_memory import default_utilization
@@ -170,7 +171,7 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
             req = r.request
             if req.dp > 1 or req.ep > 1:  # each engine's own rule for this DP / EP layout
                 moe_split(name, req.tp, req.dp, req.ep,
-                          req.weights.num_experts if req.weights else 0)
+                          req.weights.num_experts if req.weights else 0, expert_width(req.weights))
         except KvplanError as e:
             out[name] = f"# {e.detail}"
             continue
