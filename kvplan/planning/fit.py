@@ -120,7 +120,7 @@ def _check_native(req: FitRequest, fp: Footprint) -> None:
 
 def _split_note(split: MoeSplit, weights: Weights | None) -> str:
     num_experts = weights.num_experts if weights else 0
-    roles = {tensor_role(t) for t in weights.tensors} if weights else set()
+    present = {tensor_role(t) for t in weights.tensors} if weights else set()
     if not num_experts:
         return (f"{split.dp} independent replicas of {split.tp} GPU(s), each with its own "
                 "sequences and KV pool")
@@ -130,7 +130,7 @@ def _split_note(split: MoeSplit, weights: Weights | None) -> str:
     roles = [f"{what} {'replicated' if n == 1 else f'split over {n}'}"
              for what, role in (("dense MLPs", "mlp"), ("shared experts", "shared"),
                                 ("embedding", "embed"), ("LM head", "head"))
-             if (n := split.role_tp(role)) != split.tp and role in roles]
+             if (n := split.role_tp(role)) != split.tp and role in present]
     if split.ep > 1:
         local = experts_on_busiest_rank(num_experts, split.ep)
         experts = (f"routed experts spread over {split.ep} GPUs ({local} of {num_experts} per "
