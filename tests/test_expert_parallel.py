@@ -204,7 +204,8 @@ def test_step_terms_under_dp_and_ep():
     """One decode step of a DP 4 x TP 2, EP 8 deployment (hand numbers on a small model):
     every DP rank's 16 tokens meet in each MoE layer (64 tokens), routing top 2 of 8 experts
     (one per GPU), on the busiest GPU of uniform routing (``busiest_ep_rank``); communication
-    is the TP all-reduces (2 per layer over tp 2) and the MoE dispatch / combine over all 8 GPUs (2 calls per MoE layer, ring bytes
+    is the TP all-reduces (2 per layer over tp 2) and the MoE dispatch / combine over all 8
+    GPUs (2 calls per MoE layer, ring bytes
     2 x 7/8 x 64 tokens x hidden x 2 B per MoE layer)."""
     from kvplan.core.perf import Efficiency, StepModel, step_terms
 
