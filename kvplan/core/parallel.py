@@ -68,10 +68,6 @@ class MoeSplit(NamedTuple):
     embed_tp: int = 0
     head_tp: int = 0
 
-    @property
-    def gpus_per_stage(self) -> int:
-        return self.tp * self.dp
-
     def role_tp(self, role: str) -> int:
         """GPUs one tensor of ``role`` (attention, mlp, shared, embed, head, expert) is split over."""
         value = {"mlp": self.mlp_tp, "shared": self.shared_tp, "embed": self.embed_tp,

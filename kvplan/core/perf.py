@@ -157,10 +157,10 @@ def busiest_ep_rank(m: StepModel, tokens):
     7.2 +- 2.36 -> 10.5 on the busiest (x 1.47 the mean); real routing is more skewed."""
     if not m.num_experts:
         return 0.0 * tokens, 0.0 * tokens
-    p = 1 - (1 - m.top_k / m.num_experts) ** tokens
     pairs = tokens * m.top_k
     if m.ep == 1:
-        return m.num_experts * p, pairs
+        return distinct_experts(m, tokens), pairs
+    p = distinct_experts(m, tokens) / m.num_experts  # each expert hit with this probability
     z = NormalDist().inv_cdf((m.ep - 0.375) / (m.ep + 0.25))
     local = m.num_experts / m.ep
     hit = local * p + z * (local * p * (1 - p)) ** 0.5

@@ -11,7 +11,7 @@ into a ``kvplan.core.parallel.MoeSplit`` (how many GPUs split each kind of tenso
 from __future__ import annotations
 
 from ..core.errors import ParallelismError
-from ..core.parallel import MoeSplit, check_degree
+from ..core.parallel import MoeSplit, check_degree, plain_split
 
 #: The widest stage kvplan plans (tp x dp GPUs): beyond any NVLink domain or cluster sold
 MAX_STAGE_GPUS = 4096
@@ -142,6 +142,6 @@ def moe_split(engine: str, tp: int, dp: int, ep: int, num_experts: int,
         return _split_experts(engine, split, expert_width) if dp > 1 or ep > 1 else split
     if dp == 1 and ep == 1:
         check_degree(tp, "tp")
-        return MoeSplit(tp=tp, moe_tp=tp)
+        return plain_split(tp)
     raise ParallelismError(f"{engine} has no data or expert parallelism kvplan models (vllm, "
                            "sglang and trtllm do)", field="dp" if dp > 1 else "ep")

@@ -172,8 +172,7 @@ def plan_layout(req: FitRequest) -> FitResult:
     if (req.dp > 1 or req.ep > 1) and req.draft:
         raise InputError("speculative decoding under --dp / --ep is not modelled (where the "
                          "draft's experts live)", field="--draft-model")
-    split = moe_split(layout.name, req.tp, req.dp, req.ep,
-                      req.weights.num_experts if req.weights else 0,
+    split = moe_split(layout.name, req.tp, req.dp, req.ep, req.num_experts,
                       expert_width(req.weights))
     if req.dp > 1 or req.ep > 1:
         notes.append(_split_note(split, req.weights))
@@ -225,7 +224,7 @@ def plan_layout(req: FitRequest) -> FitResult:
     stages = pp_stages(model.num_layers, req.pp)
     # MoE layers communicate over all tp x dp GPUs of a stage (dispatch / all-gather), so the
     # NCCL buffers are those of that group; DP replicas of a dense model share nothing
-    comm_tp = req.tp * req.dp if (req.weights and req.weights.num_experts) else req.tp
+    comm_tp = req.tp * req.dp if req.num_experts else req.tp
     inter = _intermediate_per_rank(model, req.weights, req.tp)
     plans = []
     for s, rng in enumerate(stages):

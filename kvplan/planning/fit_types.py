@@ -57,6 +57,11 @@ class FitRequest:
     checkpoint: dict | None = None  # safetensors summary of a Hub model (params/bytes by dtype)
 
     @property
+    def num_experts(self) -> int:
+        """Routed experts of the model (0: dense, or no parameter inventory)."""
+        return self.weights.num_experts if self.weights else 0
+
+    @property
     def gpus(self) -> int:
         """GPUs the deployment uses: tp x pp per attention rank, times dp ranks."""
         return self.tp * self.pp * self.dp

@@ -91,7 +91,7 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     if kv is None:
         return _unsupported("sglang", r.kv_format)
     n = _sequences(r, sequences)
-    dp_attention = req.dp > 1 and _is_moe(r)
+    dp_attention = req.dp > 1 and req.num_experts > 0
     world = req.tp * req.dp if dp_attention else req.tp  # SGLang's --tp-size: a stage's GPUs
     parts = ["python", "-m", "sglang.launch_server", "--model-path", _model_ref(r), "--tp-size",
              str(world), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
@@ -124,7 +124,7 @@ def trtllm_command(r: FitResult, sequences: int | None = None) -> str:
     options: dict = {"kv_cache_config": {"dtype": kv, "free_gpu_memory_fraction": fraction}}
     if req.kv_cache_memory_bytes is not None and r.layout.name == "trtllm":
         options["kv_cache_config"]["max_tokens"] = r.kv_pool_tokens
-    attention_dp = req.dp > 1 and _is_moe(r)
+    attention_dp = req.dp > 1 and req.num_experts > 0
     if attention_dp:
         options["enable_attention_dp"] = True
     world = req.tp * req.dp if attention_dp else req.tp  # tp_size: a stage's GPUs
@@ -153,10 +153,6 @@ def llama_cpp_command(r: FitResult, sequences: int | None = None) -> str:
     return _join(parts)
 
 
-def _is_moe(r: FitResult) -> bool:
-    return bool(r.request.weights and r.request.weights.num_experts)
-
-
 def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str]:
     """engine -> command, the planned engine first. The other engines get the same
     parallelism, lengths and sequence count with their own defaults for the rest; an engine
@@ -170,8 +166,7 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
             (r.layout if r.layout.name == name else get_engine(name)).check_model(r.request.model)
             req = r.request
             if req.dp > 1 or req.ep > 1:  # each engine's own rule for this DP / EP layout
-                moe_split(name, req.tp, req.dp, req.ep,
-                          req.weights.num_experts if req.weights else 0, expert_width(req.weights))
+                moe_split(name, req.tp, req.dp, req.ep, req.num_experts, expert_width(req.weights))
         except KvplanError as e:
             out[name] = f"# {e.detail}"
             continue
