@@ -113,7 +113,7 @@ CLIFF_XS = parse_axis("4k:16k:+1k", "--points")  # 4096, 5120, ..., 16384
 
 
 def llama70_series(y: str, x: str = "context", xs=None):
-    return build_series("llama-3-70b", gpus=["h100"], kv_dtypes=["fp8"], weight_dtype="fp8",
+    return build_series("llama-3.1-70b", gpus=["h100"], kv_dtypes=["fp8"], weight_dtype="fp8",
                         engine="vllm", tp=1, pp=1, x=x, y=y, xs=xs or CLIFF_XS, context="8k",
                         batch=None, price=None, hbm_efficiency=None, flops_efficiency=None)
 
@@ -134,7 +134,7 @@ def test_curve_concurrency_is_concurrency_at_and_the_hand_cliff():
 
 
 def test_curve_batch_axis_drops_points_past_the_cliff():
-    r, sm = plan(load_model("llama-3-8b"), load_gpu("h100"), kv_dtype="bf16", weight_dtype=None,
+    r, sm = plan(load_model("llama-3.1-8b"), load_gpu("h100"), kv_dtype="bf16", weight_dtype=None,
                  engine="vllm", tp=1, pp=1, context_tokens=8192, efficiency=Efficiency())
     xs = [1, 8, 32, 64, 128]
     s = series("bf16", r, sm, x="batch", y="tpot", xs=xs, context_tokens=8192, batch=None,
@@ -151,7 +151,7 @@ def test_curve_batch_axis_drops_points_past_the_cliff():
 
 def test_curve_position_fit_is_least_squares():
     xs = parse_axis("1k:128k:x2", "--points")
-    res = build_series("llama-3-8b", gpus=["h100"], kv_dtypes=["fp8"], weight_dtype=None,
+    res = build_series("llama-3.1-8b", gpus=["h100"], kv_dtypes=["fp8"], weight_dtype=None,
                        engine="vllm", tp=1, pp=1, x="position", y="cost", xs=xs, context="8k",
                        batch=64, price=2.0, hbm_efficiency=None, flops_efficiency=None)
     (s,) = res.series
@@ -159,7 +159,7 @@ def test_curve_position_fit_is_least_squares():
     pts = [(p.x, p.y) for p in s.points if p.y is not None]
     assert len(pts) == len(xs)
     # each point: $2/h / 3600 / (B / TPOT) x 1e6 with B = min(64, concurrency at n)
-    (_, sm) = plan(load_model("llama-3-8b"), load_gpu("h100"), kv_dtype="fp8", weight_dtype=None,
+    (_, sm) = plan(load_model("llama-3.1-8b"), load_gpu("h100"), kv_dtype="fp8", weight_dtype=None,
                    engine="vllm", tp=1, pp=1, context_tokens=max(xs), efficiency=Efficiency())
     for p in s.points:
         b = min(64, concurrency_at(r, p.x))
@@ -178,7 +178,7 @@ def test_curve_position_fit_is_least_squares():
     assert s.fit_base == pytest.approx(np_base, rel=1e-6)
 
 
-CURVE = ["curve", "llama-3-70b", "--gpu", "h100", "--weight-dtype", "fp8", "--kv-dtype", "fp8",
+CURVE = ["curve", "llama-3.1-70b", "--gpu", "h100", "--weight-dtype", "fp8", "--kv-dtype", "fp8",
          "--x", "context", "--y", "concurrency", "--points", "4k:16k:+1k"]
 
 
@@ -241,9 +241,9 @@ def test_curve_cli_bad_values_are_one_line_errors(capsys, tmp_path, monkeypatch,
 REQUIRED = ["model", "gpu", "tp", "pp", "gpus", "kv_dtype", "context_tokens", "fits",
             "max_concurrency", "kv_pool_bytes", "tpot_ms", "ttft_ms", "tokens_per_s",
             "cost_per_mtok_usd"]
-GRID = Grid(models=["llama-3-8b"], gpus=["h100", "h200"], tps=[1, 2], pps=[1],
+GRID = Grid(models=["llama-3.1-8b"], gpus=["h100", "h200"], tps=[1, 2], pps=[1],
             kv_dtypes=["bf16", "fp8"], contexts=[8192, 32768], batches=[1, 8, 64])
-SWEEP = ["sweep", "llama-3-8b", "--gpu", "h100,h200", "--tp", "1,2", "--kv-dtype", "bf16,fp8",
+SWEEP = ["sweep", "llama-3.1-8b", "--gpu", "h100,h200", "--tp", "1,2", "--kv-dtype", "bf16,fp8",
          "-c", "8k,32k", "--batch", "1,8,64"]
 
 
@@ -256,7 +256,12 @@ def test_sweep_shape_and_columns(df):
     assert len(df) == GRID.configs * 2 * 3 == 8 * 6 == 48
     assert set(REQUIRED) <= set(df.columns)
     assert (df["gpus"] == df["tp"] * df["pp"]).all()
-    assert (df["error"] == "").all()
+    # a row that fits has no error; one that does not says why (the batch over what fits)
+    assert (df.loc[df["fits"], "error"] == "").all()
+    over = df[~df["fits"]]
+    assert len(over) > 0
+    assert (over["error"] == "batch exceeds the " + over["max_concurrency"].astype(str)
+            + " sequences the pool holds").all()
 
 
 def test_sweep_equals_plan_and_perf_row_by_row(df):
@@ -266,7 +271,7 @@ def test_sweep_equals_plan_and_perf_row_by_row(df):
         if key not in cache:
             spec = load_gpu(row.gpu)
             kv = "bf16" if row.kv_dtype == "bf16" else "fp8"
-            cache[key] = (spec, *plan(load_model("llama-3-8b"), spec, kv_dtype=kv,
+            cache[key] = (spec, *plan(load_model("llama-3.1-8b"), spec, kv_dtype=kv,
                                       weight_dtype=None, engine="vllm", tp=row.tp, pp=1,
                                       context_tokens=32768,
                                       efficiency=efficiency_for(spec, None, None)))
@@ -292,7 +297,7 @@ def test_sweep_equals_plan_and_perf_row_by_row(df):
 
 
 def test_sweep_llama3_70b_by_hand():
-    d = sweep(Grid(models=["llama-3-70b"], gpus=["h100"], tps=[1], pps=[1], kv_dtypes=["fp8"],
+    d = sweep(Grid(models=["llama-3.1-70b"], gpus=["h100"], tps=[1], pps=[1], kv_dtypes=["fp8"],
                    contexts=[8192, 32768], batches=[1, 2], weight_dtype="fp8"))
     assert list(d["max_concurrency"]) == [hand_conc(8192)] * 2 + [hand_conc(32768)] * 2
     assert list(d["max_concurrency"]) == [1, 1, 0, 0]  # 716 // 512, 716 // 2048
@@ -315,7 +320,7 @@ def test_sweep_llama3_70b_by_hand():
 
 
 def test_sweep_unsplittable_tp_rows_carry_the_error():
-    d = sweep(Grid(models=["llama-3-8b"], gpus=["h100"], tps=[1, 3], pps=[1], kv_dtypes=["bf16"],
+    d = sweep(Grid(models=["llama-3.1-8b"], gpus=["h100"], tps=[1, 3], pps=[1], kv_dtypes=["bf16"],
                    contexts=[8192], batches=[1, 8]))
     assert len(d) == 4
     bad = d[d["tp"] == 3]
@@ -409,12 +414,12 @@ def test_sweep_parquet_needs_output_and_pyarrow(capsys, tmp_path, monkeypatch):
 
 
 def test_sweep_grid_size_limits(capsys):
-    assert "empty" in fail(capsys, "sweep", "llama-3-8b", "--gpu", ",")
+    assert "empty" in fail(capsys, "sweep", "llama-3.1-8b", "--gpu", ",")
     # 100,000 contexts x 101 batches = 10,100,000 rows > 10,000,000: refused before any work
-    line = fail(capsys, "sweep", "llama-3-8b", "--gpu", "h100", "-c", "1:100000:+1",
+    line = fail(capsys, "sweep", "llama-3.1-8b", "--gpu", "h100", "-c", "1:100000:+1",
                 "--batch", "1:101:+1")
     assert "--yes" in line and "10,100,000" in line
-    big = Grid(models=["llama-3-8b"], gpus=["h100"], tps=[1], pps=[1], kv_dtypes=["auto"],
+    big = Grid(models=["llama-3.1-8b"], gpus=["h100"], tps=[1], pps=[1], kv_dtypes=["auto"],
                contexts=list(range(1, 100_001)), batches=list(range(1, 102)))
     with pytest.raises(InputError):
         check(big, yes=False)
@@ -430,7 +435,7 @@ def test_sweep_non_positive_price_refused(capsys, price):
 
 
 def test_sweep_price_scales_cost(df):
-    d = sweep(Grid(models=["llama-3-8b"], gpus=["h100"], tps=[2], pps=[1], kv_dtypes=["fp8"],
+    d = sweep(Grid(models=["llama-3.1-8b"], gpus=["h100"], tps=[2], pps=[1], kv_dtypes=["fp8"],
                    contexts=[8192], batches=[8], price=1.0))
     ref = df[(df["gpu"] == "h100-sxm") & (df["tp"] == 2) & (df["kv_dtype"] == "fp8_e4m3")
              & (df["context_tokens"] == 8192) & (df["batch"] == 8)].iloc[0]

@@ -62,9 +62,9 @@ def test_deepseek_v3_dp8_ep8_vs_tp8_on_h200(capsys):
                                 "routed_experts": 256, "routed_experts_per_gpu": 32}
     assert tp8["placement"] is None
     line = dp8["launch"]["vllm"].split()
-    for flag, value in (("--tensor-parallel-size", "1"), ("--data-parallel-size", "8"),
-                        ("--max-num-seqs", "13")):
+    for flag, value in (("--tensor-parallel-size", "1"), ("--data-parallel-size", "8")):
         assert line[line.index(flag) + 1] == value
+    assert "--max-num-seqs" not in line  # no --concurrency: each rank keeps the engine's cap
     assert "--enable-expert-parallel" in line
 
 
@@ -166,9 +166,9 @@ def test_deepseek_v3_dp8_ep8_on_sglang_and_trtllm(capsys):
     assert round((143_771 - reserved) / 143_771, 3) == 0.769
     assert "0.769" in next(t["how"] for t in sg["budget_terms"] if "mem_fraction" in t["label"])
     line = sg["launch"]["sglang"].split()
-    for flag, value in (("--tp-size", "8"), ("--dp-size", "8"), ("--ep-size", "8"),
-                        ("--max-running-requests", str(sg["max_concurrency"]))):
+    for flag, value in (("--tp-size", "8"), ("--dp-size", "8"), ("--ep-size", "8")):
         assert line[line.index(flag) + 1] == value
+    assert "--max-running-requests" not in line
     assert "--enable-dp-attention" in line
     t = trt["launch"]["trtllm"]
     assert '"enable_attention_dp": true' in t and "--tp_size 8" in t and "--ep_size 8" in t

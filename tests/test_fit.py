@@ -116,12 +116,12 @@ def llama_page(c: dict, tp: int, block: int = 16, dtype_bytes: int = 2) -> int:
 
 
 def test_llama_3_8b_parameter_count_by_hand():
-    c = config("llama-3-8b")
+    c = config("llama-3.1-8b")
     # per layer 4096 x (4096 + 1024 + 1024 + 4096) + 3 x 14336 x 4096 + 2 x 4096 = 218,112,000
     assert llama_layer_params(c, 1) == 218_112_000
     total = 32 * 218_112_000 + 2 * 128_256 * 4096 + 4096
     assert total == 8_030_261_248
-    r = plan("llama-3-8b", "h100-sxm", activation_memory_bytes=GiB, overhead_memory_bytes=GiB)
+    r = plan("llama-3.1-8b", "h100-sxm", activation_memory_bytes=GiB, overhead_memory_bytes=GiB)
     assert r.params_total == r.params_active == total
     assert r.budget.weights_bytes == 2 * total == 16_060_522_496
 
@@ -129,7 +129,7 @@ def test_llama_3_8b_parameter_count_by_hand():
 # ---- 1. dense GQA, vLLM ------------------------------------------------------------------------
 
 def test_llama_3_8b_vllm_0_19_h100():
-    c = config("llama-3-8b")
+    c = config("llama-3.1-8b")
     weights = 16_060_522_496  # 8,030,261,248 parameters x 2 B (bf16)
     act, over = 2 * GiB, GiB // 2
     usable = vllm_usable(H100, 90)  # vllm@0.19: gpu_memory_utilization 0.9
@@ -138,7 +138,7 @@ def test_llama_3_8b_vllm_0_19_h100():
     page = 16 * 8 * 128 * 2 * 2  # 16 tokens x 8 KV heads x 128 x (K, V) x 2 B = 65,536
     assert page == llama_page(c, 1) == 65_536
     nb = pool // page // 32
-    r = plan("llama-3-8b", "h100-sxm", engine="vllm@0.19", activation_memory_bytes=act,
+    r = plan("llama-3.1-8b", "h100-sxm", engine="vllm@0.19", activation_memory_bytes=act,
              overhead_memory_bytes=over)
     m = r.budget
     assert (m.total_bytes, m.usable_bytes, m.weights_bytes) == (H100, usable, weights)
@@ -162,7 +162,7 @@ def test_llama_3_8b_vllm_main_subtracts_cuda_graphs_h100():
     overhead = non_torch + graphs
     pool = usable - weights - act - overhead
     nb = pool // 65_536 // 32
-    r = plan("llama-3-8b", "h100-sxm", activation_memory_bytes=act)
+    r = plan("llama-3.1-8b", "h100-sxm", activation_memory_bytes=act)
     m = r.budget
     assert m.usable_bytes == usable == 78_241_839_185  # x 0.92 = 78,241,839,185.92
     assert m.runtime_overhead_bytes == overhead
@@ -171,7 +171,7 @@ def test_llama_3_8b_vllm_main_subtracts_cuda_graphs_h100():
     assert r.max_concurrency == nb // 512
     assert r.engine_max_concurrency == pytest.approx(nb / 512)
     # the same request under 0.19 rules keeps the graphs in the headroom and uses 0.9
-    old = plan("llama-3-8b", "h100-sxm", engine="vllm@0.19", activation_memory_bytes=act)
+    old = plan("llama-3.1-8b", "h100-sxm", engine="vllm@0.19", activation_memory_bytes=act)
     assert old.budget.runtime_overhead_bytes == non_torch
     assert old.budget.kv_pool_bytes == vllm_usable(H100, 90) - weights - act - non_torch
 
@@ -182,7 +182,7 @@ def test_llama_3_8b_vllm_main_h200_32k():
     assert usable == 138_110_256_859
     pool = usable - 16_060_522_496 - act - over
     nb = pool // 65_536 // 32
-    r = plan("llama-3-8b", "h200-sxm", context_tokens=32768, activation_memory_bytes=act,
+    r = plan("llama-3.1-8b", "h200-sxm", context_tokens=32768, activation_memory_bytes=act,
              overhead_memory_bytes=over)
     assert r.budget.kv_pool_bytes == pool
     assert r.kv_pool_tokens == nb * 16
@@ -192,7 +192,7 @@ def test_llama_3_8b_vllm_main_h200_32k():
 
 
 def test_llama_3_70b_fp8_tp2_h200():
-    c = config("llama-3-70b")
+    c = config("llama-3.1-70b")
     h = 8192
     # fp8 (per-tensor): every Linear is 1 B per element + one fp32 scale; embed, norms and
     # lm_head stay bf16. Per rank at tp 2:
@@ -214,7 +214,7 @@ def test_llama_3_70b_fp8_tp2_h200():
     page = 16 * 4 * 128 * 2 * 2  # 4 KV heads per rank: 32,768
     assert page == llama_page(c, 2)
     nb = pool // page // 80
-    r = plan("llama-3-70b", "h200-sxm", weight_dtype="fp8", tp=2, context_tokens=32768,
+    r = plan("llama-3.1-70b", "h200-sxm", weight_dtype="fp8", tp=2, context_tokens=32768,
              activation_memory_bytes=act)
     assert r.budget.weights_bytes == weights
     assert r.budget.runtime_overhead_bytes == non_torch + graphs
@@ -451,7 +451,7 @@ def test_sglang_pool_with_given_fraction_h100():
     f = Fraction(85, 100)
     pool = int((H100 - over) * f) - weights  # activations live in the (1 - f) reserve
     cell = 32 * 8 * 128 * 2 * 2  # every layer's K + V per token: 131,072 B
-    r = plan("llama-3-8b", "h100-sxm", engine="sglang", context_tokens=8192, utilization=0.85,
+    r = plan("llama-3.1-8b", "h100-sxm", engine="sglang", context_tokens=8192, utilization=0.85,
              overhead_memory_bytes=over, activation_memory_bytes=GiB)
     assert r.block_size_tokens == 1  # SGLang's default page size
     assert r.budget.usable_bytes == int((H100 - over) * f)
@@ -491,7 +491,7 @@ def test_sglang_default_fraction_matches_sglang():
         assert float(default_mem_fraction(total, 1, 1, smi_mib)[0]) == expected
     assert round((81_559 - 13_440) / 81_559, 3) == 0.835
     weights, over = 16_060_522_496, GiB // 2
-    r = plan("llama-3-8b", "h100-sxm", engine="sglang", overhead_memory_bytes=over,
+    r = plan("llama-3.1-8b", "h100-sxm", engine="sglang", overhead_memory_bytes=over,
              activation_memory_bytes=GiB)
     assert r.budget.usable_bytes == int((H100 - over) * Fraction(835, 1000))
     assert r.budget.kv_pool_bytes == int((H100 - over) * Fraction(835, 1000)) - weights
@@ -501,7 +501,7 @@ def test_sglang_default_fraction_matches_sglang():
 
 def test_kv_cache_memory_is_the_pool():
     pool = 40 * GiB
-    r = plan("llama-3-8b", "h100-sxm", context_tokens=8192, kv_cache_memory_bytes=pool)
+    r = plan("llama-3.1-8b", "h100-sxm", context_tokens=8192, kv_cache_memory_bytes=pool)
     assert r.budget.kv_pool_bytes == pool
     nb = pool // 65_536 // 32  # = 40 GiB / 2 MiB = 20,480 blocks
     assert nb == 20_480
@@ -509,7 +509,7 @@ def test_kv_cache_memory_is_the_pool():
     assert r.max_concurrency == 40 and r.engine_max_concurrency == pytest.approx(40.0)
     assert "--kv-cache-memory-bytes 42949672960" in launch_commands(r)["vllm"]
     odd = 12_345_678_901
-    r = plan("llama-3-8b", "h200-sxm", tp=2, context_tokens=4096, kv_cache_memory_bytes=odd)
+    r = plan("llama-3.1-8b", "h200-sxm", tp=2, context_tokens=4096, kv_cache_memory_bytes=odd)
     page = 16 * 4 * 128 * 2 * 2  # tp 2: 4 KV heads per rank
     nb = odd // page // 32
     assert r.budget.kv_pool_bytes == odd
@@ -522,13 +522,13 @@ def test_shared_prefix_counts_whole_blocks_once():
     nb, per_seq = 20_480, cdiv(8192, 16)
     for prefix in (1000, 4096, 15):
         shared = prefix // 16  # whole blocks only: 62, 256, 0
-        r = plan("llama-3-8b", "h100-sxm", context_tokens=8192, shared_prefix_tokens=prefix,
+        r = plan("llama-3.1-8b", "h100-sxm", context_tokens=8192, shared_prefix_tokens=prefix,
                  kv_cache_memory_bytes=pool)
         assert r.max_concurrency == (nb - shared) // (per_seq - shared), prefix
     assert (20_480 - 62) // (512 - 62) == 45 and (20_480 - 256) // (512 - 256) == 79
     # SGLang (page 1): prefix bytes counted once too
     cell = 131_072
-    r = plan("llama-3-8b", "h100-sxm", engine="sglang", context_tokens=8192,
+    r = plan("llama-3.1-8b", "h100-sxm", engine="sglang", context_tokens=8192,
              shared_prefix_tokens=1000, kv_cache_memory_bytes=pool)
     assert r.max_concurrency == (pool - 1000 * cell) // ((8192 - 1000) * cell)
 
@@ -541,14 +541,14 @@ def test_draft_same_page_joins_one_uniform_group():
     pool, k = 50 * GiB, 4
     page = 16 * 4 * 128 * 2 * 2
     nb = pool // page // (80 + 32)
-    r = plan("llama-3-70b", "h200-sxm", tp=2, draft="llama-3-8b", num_speculative_tokens=k,
+    r = plan("llama-3.1-70b", "h200-sxm", tp=2, draft="llama-3.1-8b", num_speculative_tokens=k,
              context_tokens=8192, kv_cache_memory_bytes=pool)
     assert r.stages[0].num_blocks == nb and r.stages[0].groups == 1
     assert r.kv_pool_tokens == nb * 16
     assert r.max_concurrency == nb // cdiv(8192 + k, 16)  # 513 blocks with the lookahead
     assert r.engine_max_concurrency == pytest.approx(nb / 512)  # vLLM's figure has no lookahead
     # the draft's weights sit on the (last) stage too: both models at tp 2, bf16
-    c70, c8 = config("llama-3-70b"), config("llama-3-8b")
+    c70, c8 = config("llama-3.1-70b"), config("llama-3.1-8b")
     w = llama_bf16_stage_bytes(c70, 2, 80, True, True) + llama_bf16_stage_bytes(c8, 2, 32, True, True)
     assert r.budget.weights_bytes == w
     assert '"num_speculative_tokens":4' in launch_commands(r)["vllm"]
@@ -588,7 +588,7 @@ def test_llama_3_70b_fp8_with_llama_3_2_1b_draft_h200():
     act, over, k = 3 * GiB, 4 * GiB, 4
     pool = vllm_usable(H200, 92) - target_w - draft_w - act - over
     nb = pool // block
-    r = plan("llama-3-70b", "h200-sxm", weight_dtype="fp8", tp=2, draft="llama-3.2-1b",
+    r = plan("llama-3.1-70b", "h200-sxm", weight_dtype="fp8", tp=2, draft="llama-3.2-1b",
              num_speculative_tokens=k, context_tokens=32768, activation_memory_bytes=act,
              overhead_memory_bytes=over)
     assert r.budget.weights_bytes == target_w + draft_w
@@ -601,13 +601,13 @@ def test_llama_3_70b_fp8_with_llama_3_2_1b_draft_h200():
 
 def test_draft_with_other_vocabulary_is_an_error():
     with pytest.raises(InputError, match="vocabulary 32000, the target 128256"):
-        plan("llama-3-70b", "h200-sxm", tp=2, draft="llama-2-7b", num_speculative_tokens=3)
+        plan("llama-3.1-70b", "h200-sxm", tp=2, draft="llama-2-7b", num_speculative_tokens=3)
 
 
 # ---- 7. pipeline parallelism -----------------------------------------------------------------
 
 def test_pp3_stages_and_minimum_blocks():
-    c = config("llama-3-8b")
+    c = config("llama-3.1-8b")
     # vLLM get_pp_indices: 32 // 3 = 10 each, the remainder 2 to the stages before the last
     sizes = [11, 11, 10]
     act, over = GiB, GiB
@@ -618,7 +618,7 @@ def test_pp3_stages_and_minimum_blocks():
     assert w == [5_849_137_152, 4_798_464_000, 5_412_921_344]
     blocks = [(usable - w[s] - act - over) // 65_536 // sizes[s] for s in range(3)]
     nb = min(blocks)
-    r = plan("llama-3-8b", "h100-sxm", engine="vllm@0.19", pp=3, context_tokens=8192,
+    r = plan("llama-3.1-8b", "h100-sxm", engine="vllm@0.19", pp=3, context_tokens=8192,
              activation_memory_bytes=act, overhead_memory_bytes=over)
     assert [s.layers for s in r.stages] == sizes
     assert [s.budget.weights_bytes for s in r.stages] == w
@@ -633,7 +633,7 @@ def test_pp3_stages_and_minimum_blocks():
 # ---- 8. the TP/PP suggestion -----------------------------------------------------------------
 
 def test_llama_3_70b_bf16_32k_h100_suggestion():
-    c = config("llama-3-70b")
+    c = config("llama-3.1-70b")
     act, over, n = GiB, 2 * GiB, 8
     usable = vllm_usable(H100, 92)
     need = cdiv(32768, 16)  # 2,048 blocks per sequence
@@ -659,17 +659,17 @@ def test_llama_3_70b_bf16_32k_h100_suggestion():
     assert blocks(2, 1) == 1703 and blocks(1, 2) == 1703  # pp 2 is no better
     assert blocks(1, 3) // need == 7  # 3 GPUs (pp 3): 7 sequences < 8
     assert blocks(4, 1) // need == 14  # 4 GPUs, tp 4 first: 30,320 blocks -> 14 sequences
-    r = plan("llama-3-70b", "h100-sxm", context_tokens=32768, concurrency=n,
+    r = plan("llama-3.1-70b", "h100-sxm", context_tokens=32768, concurrency=n,
              activation_memory_bytes=act, overhead_memory_bytes=over)
     assert not r.fits and r.max_concurrency == 0
     assert r.suggestion == (4, 1)
     assert r.suggestion_concurrency == blocks(4, 1) // need == 14
-    r2 = plan("llama-3-70b", "h100-sxm", tp=2, context_tokens=32768, concurrency=n,
+    r2 = plan("llama-3.1-70b", "h100-sxm", tp=2, context_tokens=32768, concurrency=n,
               activation_memory_bytes=act, overhead_memory_bytes=over)
     assert r2.stages[0].num_blocks == 1703 and r2.max_concurrency == 0 and not r2.fits
     assert r2.suggestion == (4, 1)
     # a target of 5 is reached with 3 GPUs as pp 3
-    r3 = plan("llama-3-70b", "h100-sxm", context_tokens=32768, concurrency=5,
+    r3 = plan("llama-3.1-70b", "h100-sxm", context_tokens=32768, concurrency=5,
               activation_memory_bytes=act, overhead_memory_bytes=over)
     assert r3.suggestion == (1, 3) and r3.suggestion_concurrency == 7
 
@@ -678,8 +678,8 @@ def test_llama_3_70b_bf16_32k_h100_suggestion():
 
 def test_fp8_kv_on_a100_needs_allow_emulated():
     with pytest.raises(InputError, match="cannot run KV format fp8_e4m3 natively"):
-        plan("llama-3-8b", "a100-80gb-sxm", kv_dtype="fp8", kv_cache_memory_bytes=20 * GiB)
-    r = plan("llama-3-8b", "a100-80gb-sxm", kv_dtype="fp8", allow_emulated=True,
+        plan("llama-3.1-8b", "a100-80gb-sxm", kv_dtype="fp8", kv_cache_memory_bytes=20 * GiB)
+    r = plan("llama-3.1-8b", "a100-80gb-sxm", kv_dtype="fp8", allow_emulated=True,
              kv_cache_memory_bytes=20 * GiB)
     assert r.kv_format == "fp8_e4m3"
     # fp8: 1 B per element -> 32,768 B pages; 20 GiB // (32,768 x 32) = 20,480 blocks

@@ -54,13 +54,13 @@ def llama_3_8b_tp2_bytes() -> int:
 def test_fit_json_public_keys_and_numbers(capsys):
     total = driver_total("h100-sxm")  # 85,045,477,376
     act, over = GiB, 2 * GiB
-    d = fit_json(capsys, "llama-3-8b", "--gpu", "h100", "--tp", "2", "-c", "16k",
+    d = fit_json(capsys, "llama-3.1-8b", "--gpu", "h100", "--tp", "2", "-c", "16k",
                  "--activation-memory", "1GiB", "--overhead-memory", "2GiB")
     for key in ("model", "gpu", "engine", "tp", "pp", "kv_dtype", "weight_dtype", "context_tokens",
                 "params_total", "params_active", "memory", "kv_pool_tokens", "per_sequence_bytes",
                 "max_concurrency", "engine_max_concurrency", "fits", "launch"):
         assert key in d, key
-    assert (d["model"], d["gpu"], d["engine"]) == ("llama-3-8b", "h100-sxm", "vllm")
+    assert (d["model"], d["gpu"], d["engine"]) == ("llama-3.1-8b", "h100-sxm", "vllm")
     assert (d["tp"], d["pp"], d["kv_dtype"], d["weight_dtype"]) == (2, 1, "bf16", "bf16")
     assert d["context_tokens"] == 16384
     assert d["params_total"] == d["params_active"] == 8_030_261_248
@@ -83,12 +83,17 @@ def test_fit_json_public_keys_and_numbers(capsys):
     assert isinstance(d["launch"], dict) and list(d["launch"])[0] == "vllm"
     assert "--tensor-parallel-size 2" in d["launch"]["vllm"]
     assert "--tp-size 2" in d["launch"]["sglang"]
-    assert f"--max-num-seqs {nb // 1024}" in d["launch"]["vllm"]
+    # no --concurrency: the engine keeps its default cap (the budget's), and the note says so
+    assert "--max-num-seqs" not in d["launch"]["vllm"]
+    assert d["launch_layout"] == {"tp": 2, "pp": 1, "suggested": False}
+    assert d["launch_note"].startswith("the lines leave the engine's sequence cap at its default "
+                                       f"(1,024, as the budget assumed): the pool holds "
+                                       f"{nb // 1024:,} full-length 16,384-token sequences")
 
 
 def test_fit_json_sglang_launch_and_pool(capsys):
     total = driver_total("h100-sxm")
-    d = fit_json(capsys, "llama-3-8b", "--gpu", "h100-sxm", "--engine", "sglang", "--tp", "2",
+    d = fit_json(capsys, "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "sglang", "--tp", "2",
                  "--gpu-memory-utilization", "0.8", "--overhead-memory", "1GiB",
                  "--activation-memory", "1GiB")
     pool = (total - GiB) * 8 // 10 - llama_3_8b_tp2_bytes()
@@ -102,7 +107,7 @@ def test_fit_json_sglang_launch_and_pool(capsys):
 
 
 def test_fit_json_kv_cache_memory(capsys):
-    d = fit_json(capsys, "llama-3-8b", "--gpu", "h200", "--kv-cache-memory", "40GiB")
+    d = fit_json(capsys, "llama-3.1-8b", "--gpu", "h200", "--kv-cache-memory", "40GiB")
     assert d["memory"]["kv_pool_bytes"] == 40 * GiB
     assert d["kv_pool_tokens"] == 40 * GiB // (65_536 * 32) * 16 == 327_680
     assert d["max_concurrency"] == 40
@@ -112,7 +117,7 @@ def test_fit_json_kv_cache_memory(capsys):
 
 @pytest.mark.parametrize("name,close", [("h10", "h100-sxm"), ("h200-sxn", "h200-sxm")])
 def test_unknown_gpu_suggests(capsys, name, close):
-    line = fail(capsys, "fit", "llama-3-8b", "--gpu", name)
+    line = fail(capsys, "fit", "llama-3.1-8b", "--gpu", name)
     assert f"unknown GPU {name!r}" in line and "did you mean" in line and close in line
 
 
@@ -123,7 +128,7 @@ def test_gpu_yaml_missing_field(tmp_path, capsys):
     path = tmp_path / "broken.yaml"
     path.write_text("\n".join(kept) + "\n")
     memory_line = next(i for i, ln in enumerate(kept, 1) if ln.startswith("memory:"))
-    line = fail(capsys, "fit", "llama-3-8b", "--gpu", str(path))
+    line = fail(capsys, "fit", "llama-3.1-8b", "--gpu", str(path))
     assert "memory.driver_total_bytes: missing required field" in line
     # the file and a line inside the memory block (the key's own line or its first child)
     assert any(f"{path}:{n}: " in line for n in (memory_line, memory_line + 1)), line
@@ -135,7 +140,7 @@ def test_gpu_yaml_negative_field(tmp_path, capsys):
     path = tmp_path / "negative.yaml"
     path.write_text(text.replace("\ntdp_watts: 700\n", "\ntdp_watts: -700\n"))
     n = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith("tdp_watts:"))
-    line = fail(capsys, "fit", "llama-3-8b", "--gpu", str(path))
+    line = fail(capsys, "fit", "llama-3.1-8b", "--gpu", str(path))
     assert f"{path}:{n}: tdp_watts: " in line and "greater than 0" in line and "-700" in line
 
 
@@ -151,7 +156,7 @@ def test_user_gpu_folder_is_usable_by_name(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KVPLAN_HARDWARE_PATH", str(folder))
     total = driver_total("h100-sxm")  # the copied file keeps the H100's driver total
     for name in ("lab-h100", "lab-gpu", "LAB_H100"):
-        d = fit_json(capsys, "llama-3-8b", "--gpu", name, "--kv-cache-memory", "20GiB")
+        d = fit_json(capsys, "llama-3.1-8b", "--gpu", name, "--kv-cache-memory", "20GiB")
         assert d["gpu"] == "lab-h100", name
         assert d["memory"]["total_bytes"] == total
     assert run(["gpus", "--json"]) == 0
@@ -160,22 +165,22 @@ def test_user_gpu_folder_is_usable_by_name(tmp_path, monkeypatch, capsys):
 
 
 def test_fp8_kv_on_a100_is_refused(capsys):
-    line = fail(capsys, "fit", "llama-3-8b", "--gpu", "a100-80gb-sxm", "--kv-dtype", "fp8")
+    line = fail(capsys, "fit", "llama-3.1-8b", "--gpu", "a100-80gb-sxm", "--kv-dtype", "fp8")
     assert "--kv-dtype: " in line and "cannot run KV format fp8_e4m3 natively" in line
     assert "--allow-emulated" in line
-    d = fit_json(capsys, "llama-3-8b", "--gpu", "a100-80gb-sxm", "--kv-dtype", "fp8",
+    d = fit_json(capsys, "llama-3.1-8b", "--gpu", "a100-80gb-sxm", "--kv-dtype", "fp8",
                  "--allow-emulated", "--kv-cache-memory", "20GiB")
     assert d["kv_dtype"] == "fp8_e4m3"
 
 
 @pytest.mark.parametrize("value", ["0", "1.5"])
 def test_bad_gpu_memory_utilization(capsys, value):
-    line = fail(capsys, "fit", "llama-3-8b", "--gpu", "h100", "--gpu-memory-utilization", value)
+    line = fail(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--gpu-memory-utilization", value)
     assert "--gpu-memory-utilization: must be in (0, 1]" in line
 
 
 def test_draft_with_other_vocabulary(capsys):
-    line = fail(capsys, "fit", "llama-3-70b", "--gpu", "h200", "--tp", "2", "--draft-model",
+    line = fail(capsys, "fit", "llama-3.1-70b", "--gpu", "h200", "--tp", "2", "--draft-model",
                 "llama-2-7b", "--num-speculative-tokens", "3")
     assert "--draft-model: " in line and "vocabulary 32000, the target 128256" in line
 
@@ -184,13 +189,13 @@ def test_draft_with_other_vocabulary(capsys):
                                           ("-5GiB", "must be a positive size"),
                                           ("5PiB", "unknown unit")])
 def test_bad_kv_cache_memory(capsys, value, needle):
-    line = fail(capsys, "fit", "llama-3-8b", "--gpu", "h100", f"--kv-cache-memory={value}")
+    line = fail(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", f"--kv-cache-memory={value}")
     assert "--kv-cache-memory: " in line and needle in line
 
 
 @pytest.mark.parametrize("value", ["-3", "0"])
 def test_bad_concurrency(capsys, value):
-    line = fail(capsys, "fit", "llama-3-8b", "--gpu", "h100", "--concurrency", value)
+    line = fail(capsys, "fit", "llama-3.1-8b", "--gpu", "h100", "--concurrency", value)
     assert f"--concurrency: must be a positive integer, got {value}" in line
 
 

@@ -43,7 +43,7 @@ def test_hand_terms():
     ("h100", "8k", 1), ("h100", "32k", 0), ("h200", "32k", 11), ("h200", "128k", 2),
     ("b200", "128k", 4)])
 def test_llama3_70b_fp8_single_gpu(capsys, gpu, context, expected):
-    d = _fit(capsys, "llama-3-70b", "--gpu", gpu, "--weight-dtype", "fp8", "--kv-dtype", "fp8",
+    d = _fit(capsys, "llama-3.1-70b", "--gpu", gpu, "--weight-dtype", "fp8", "--kv-dtype", "fp8",
              "-c", context)
     pool = int(TOTAL[gpu] * Fraction(92, 100)) - WEIGHTS_FP8_TP1 - ACT_TP1 - OVERHEAD_TP1
     assert d["memory"]["kv_pool_bytes"] == pool
@@ -55,7 +55,7 @@ def test_llama3_70b_fp8_single_gpu(capsys, gpu, context, expected):
 
 
 def test_scenario1_fp8_tp2_and_shared_prefix(capsys):
-    args = ["llama-3-70b-instruct", "--gpu", "h100", "--tp", "2", "--weight-dtype", "fp8",
+    args = ["llama-3.3-70b-instruct", "--gpu", "h100", "--tp", "2", "--weight-dtype", "fp8",
             "--kv-dtype", "fp8", "-c", "32k"]
     d = _fit(capsys, *args)
     assert d["per_sequence_bytes"] == 32768 * 2 * 80 * 4 * 128  # 4 KV heads per GPU: 2.5 GiB
@@ -71,7 +71,7 @@ def test_scenario2_deepseek_v2_lite_vs_llama3_8b(capsys):
     assert d["per_sequence_bytes"] == 131072 * (512 + 64) * 27 * 2  # 31,104 B per token
     blocks = d["memory"]["kv_pool_bytes"] // (64 * 576 * 2 * 27)
     assert d["max_concurrency"] == blocks // (131072 // 64) == 29
-    d8 = _fit(capsys, "llama-3-8b", "--gpu", "h200", "--weight-dtype", "fp8", "--kv-dtype", "fp8",
+    d8 = _fit(capsys, "llama-3.1-8b", "--gpu", "h200", "--weight-dtype", "fp8", "--kv-dtype", "fp8",
               "-c", "128k")
     assert d8["per_sequence_bytes"] == 131072 * 2 * 32 * 8 * 128 == 8 * GiB
     assert d8["max_concurrency"] == 14
@@ -79,7 +79,7 @@ def test_scenario2_deepseek_v2_lite_vs_llama3_8b(capsys):
 
 def test_scenario3_one_million_tokens_needs_tp2(capsys):
     d = _fit(capsys, "llama-3.3-70b-instruct", "--gpu", "b200", "--weight-dtype", "fp8",
-             "--kv-dtype", "fp8", "-c", "1M")
+             "--kv-dtype", "fp8", "-c", "1M", "--allow-long-max-model-len")
     assert d["per_sequence_bytes"] == 2**20 * 2 * 80 * 8 * 128 == 160 * GiB
     assert d["fits"] is False and d["max_concurrency"] == 0
     assert d["suggestion"] == {"tp": 2, "pp": 1, "max_concurrency": 1}

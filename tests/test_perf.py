@@ -231,7 +231,9 @@ def test_numpy_arrays_match_scalars():
 def real(model: str, gpu: str, kv: str, weight: str | None, tp: int = 1, context: int = 32768,
          eff: Efficiency = IDEAL):
     return plan(load_model(model), load_gpu(gpu), kv_dtype=kv, weight_dtype=weight,
-                engine="vllm", tp=tp, pp=1, context_tokens=context, efficiency=eff)
+                engine="vllm", tp=tp, pp=1, context_tokens=context, efficiency=eff,
+                # past some models' limits (gemma-2 8k, Mixtral 32k): the roofline is still defined
+                allow_long_max_model_len=True)
 
 
 # Llama-3-70B (config: hidden 8192, intermediate 28672, 80 layers, 64 heads, 8 KV heads,
@@ -243,7 +245,7 @@ LINEAR_PER_LAYER_FP8 = LLAMA_LINEAR + 4 * 7  # 1 B per fp8 param + 7 fp32 per-te
 
 
 def test_llama3_70b_fp8_step_model():
-    _, sm = real("llama-3-70b", "h100", "fp8", "fp8")
+    _, sm = real("llama-3.1-70b", "h100", "fp8", "fp8")
     h100 = gpu_yaml("h100-sxm")
     # fp8 Linear: 1 B / param + one fp32 scale per Linear (7 per layer); bf16 LM head and norms;
     # the embedding table is a lookup and is not read
@@ -265,7 +267,7 @@ def test_llama3_70b_fp8_step_model():
 
 
 def test_llama3_70b_fp8_kv_read_at_32k():
-    _, sm = real("llama-3-70b", "h100", "fp8", "fp8")
+    _, sm = real("llama-3.1-70b", "h100", "fp8", "fp8")
     kv = 32768 * 2 * 80 * 8 * 128 * 1  # tokens x (K, V) x layers x KV heads x head_dim x 1 B
     assert kv == 5_368_709_120  # the guide's "5.2 GB": 5.37e9 B (= 5 GiB)
     assert kv_read_bytes(sm, 32768) == kv
@@ -324,7 +326,7 @@ def test_gemma2_sliding_window_reads():
 
 
 def test_tp_splits_weights_heads_and_adds_allreduce():
-    _, sm = real("llama-3-8b", "h100", "bf16", None, tp=2, context=8192, eff=Efficiency())
+    _, sm = real("llama-3.1-8b", "h100", "bf16", None, tp=2, context=8192, eff=Efficiency())
     # Llama-3-8B: hidden 4096, 32 layers, 32 heads, 8 KV heads; tp 2 -> 4 KV heads per GPU
     assert kv_read_bytes(sm, 100) == 100 * 32 * 4 * 128 * 2 * 2
     assert attention_flops(sm, 1) == 32 * 2 * 16 * 256
@@ -335,7 +337,7 @@ def test_tp_splits_weights_heads_and_adds_allreduce():
 # --- properties -------------------------------------------------------------------------------
 
 PROPS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-CASES = [("llama-3-70b", "h100", "fp8", "fp8", 1), ("llama-3-8b", "h100", "bf16", None, 2),
+CASES = [("llama-3.1-70b", "h100", "fp8", "fp8", 1), ("llama-3.1-8b", "h100", "bf16", None, 2),
          ("mixtral-8x7b-v0.1", "h200", "auto", None, 2), ("gemma-2-9b", "h100", "auto", None, 1)]
 ctx = st.integers(1, 262_144)
 batch = st.integers(1, 2048)
@@ -380,7 +382,7 @@ def test_throughput_non_decreasing_in_batch_up_to_the_cliff(i, n, a, b):
 @given(xs=st.lists(st.integers(1, 131072), min_size=2, max_size=12, unique=True),
        target=st.sampled_from([None, 1, 16, 256]))
 def test_cost_per_token_non_decreasing_in_position(xs, target):
-    r, sm = real("llama-3-8b", "h100", "fp8", None, tp=1, context=131072, eff=Efficiency())
+    r, sm = real("llama-3.1-8b", "h100", "fp8", None, tp=1, context=131072, eff=Efficiency())
     xs = sorted(xs)
     s = series("fp8", r, sm, x="position", y="cost", xs=xs, context_tokens=131072, batch=target,
                price_usd_per_hour=3.99)
@@ -391,7 +393,7 @@ def test_cost_per_token_non_decreasing_in_position(xs, target):
 
 
 def test_efficiency_is_replaceable():
-    _, sm = real("llama-3-70b", "h100", "fp8", "fp8")
+    _, sm = real("llama-3.1-70b", "h100", "fp8", "fp8")
     slow = replace(sm, efficiency=Efficiency(hbm_bandwidth=0.5, flops=1.0, interconnect=1.0,
                                              allreduce_latency_s=0.0))
     assert decode_step(slow, 1, 32768).memory_s == approx(2 * decode_step(sm, 1, 32768).memory_s)

@@ -11,7 +11,7 @@ from kvplan.planning.fit_pools import concurrency_at
 
 
 def test_32k_fp8_kv_read_per_step_on_h100():
-    r, sm = plan(load_model("llama-3-70b"), load_gpu("h100"), kv_dtype="fp8", weight_dtype="fp8",
+    r, sm = plan(load_model("llama-3.1-70b"), load_gpu("h100"), kv_dtype="fp8", weight_dtype="fp8",
                  engine="vllm", tp=1, pp=1, context_tokens=32768, efficiency=Efficiency())
     kv = 32768 * 2 * 80 * 8 * 128 * 1  # tokens x (K, V) x layers x KV heads x head_dim x 1 B
     assert kv == 5_368_709_120  # the guide's "5.2 GB" (5.37 GB = 5.0 GiB)
@@ -23,7 +23,7 @@ def test_32k_fp8_kv_read_per_step_on_h100():
 def test_cost_by_position_is_linear_and_the_batch_collapses():
     r, sm = plan(load_model("llama-3.1-70b"), load_gpu("h100"), kv_dtype="fp8",
                  weight_dtype="fp8", engine="vllm", tp=2, pp=1, context_tokens=204800,
-                 efficiency=Efficiency())
+                 efficiency=Efficiency(), allow_long_max_model_len=True)  # the guide's 200k
     xs = [4096, 32768, 102400, 204800]
     s = series("fp8", r, sm, x="position", y="cost", xs=xs, context_tokens=204800, batch=64,
                price_usd_per_hour=2 * 2)

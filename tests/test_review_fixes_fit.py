@@ -23,8 +23,11 @@ def test_fp32_checkpoint_weights_run_in_16_bits(capsys):
 def test_launch_never_exceeds_the_planned_max_num_seqs(capsys):
     d = _fit(capsys, "llama-3-8b", "--gpu", "h100", "-c", "128")
     assert d["max_concurrency"] > 1024 and d["max_num_seqs"] == 1024
-    assert "--max-num-seqs 1024 " in d["launch"]["vllm"]
+    # the engine keeps its own cap (1,024, the one the budget used), so the line sets none
+    assert "--max-num-seqs" not in d["launch"]["vllm"]
     assert any("max_num_seqs is 1,024" in n for n in d["notes"])
+    d = _fit(capsys, "llama-3-8b", "--gpu", "h100", "-c", "128", "--max-num-seqs", "512")
+    assert "--max-num-seqs 512" in d["launch"]["vllm"] and d["max_num_seqs"] == 512
 
 
 def test_pipeline_stages_without_cache_layers(capsys):

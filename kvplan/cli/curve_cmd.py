@@ -8,7 +8,7 @@ import typer
 
 from ..core.errors import InputError
 from .emit import emit
-from .options import AssumeStandard
+from .options import AllowLong, AssumeStandard
 
 EXAMPLES = """\b
 Examples:
@@ -51,6 +51,7 @@ def curve(
     plot: Annotated[str | None, typer.Option("--plot", help="Write a plot (.png or .svg; "
                                              "needs the plot extra: matplotlib).")] = None,
     assume_standard_attention: AssumeStandard = False,
+    allow_long_max_model_len: AllowLong = False,
 ) -> None:
     """Concurrency, throughput, TPOT or $/token along context, batch or position; several
     --kv-dtype and/or --gpu values give several series."""
@@ -79,7 +80,8 @@ def curve(
                           engine=engine, tp=tp, pp=pp, x=x, y=y, xs=xs, context=context,
                           batch=batch, price=price, hbm_efficiency=hbm_efficiency,
                           flops_efficiency=flops_efficiency,
-                          assume_standard_attention=assume_standard_attention)
+                          assume_standard_attention=assume_standard_attention,
+                          allow_long_max_model_len=allow_long_max_model_len)
     if plot:
         from ..report.curve_plot import plot_series
 

@@ -9,7 +9,7 @@ import typer
 from ..core.errors import InputError
 from ..core.units import parse_bytes, parse_tokens
 from .emit import emit
-from .options import AssumeStandard, Refresh, Revision, Token
+from .options import AllowLong, AssumeStandard, Refresh, Revision, Token
 
 EXAMPLES = """\b
 Examples:
@@ -118,6 +118,10 @@ def fit(
         "--total-memory", help="Override the GPU's driver-reported total memory.")] = None,
     allow_emulated: Annotated[bool, typer.Option(
         "--allow-emulated", help="Plan a KV format the GPU cannot run natively.")] = False,
+    allow_long_max_model_len: AllowLong = False,
+    require_fit: Annotated[bool, typer.Option(
+        "--require-fit", help="Exit 1 when the plan does not fit (default: exit 0 with the "
+        "verdict).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     revision: Revision = None,
     token: Token = None,
@@ -180,7 +184,7 @@ def fit(
         activation_memory_bytes=_size(activation_memory, "--activation-memory"),
         overhead_memory_bytes=_size(overhead_memory, "--overhead-memory"),
         total_memory_bytes=_size(total_memory, "--total-memory"), allow_emulated=allow_emulated,
-        checkpoint=_checkpoint(m, token))
+        allow_long_max_model_len=allow_long_max_model_len, checkpoint=_checkpoint(m, token))
     result = plan_fit(req)
 
     def render() -> None:
@@ -189,3 +193,5 @@ def fit(
         render_fit(result)
 
     emit(m.warnings, as_json, lambda: fit_record(result), render)
+    if require_fit and not result.fits:
+        raise typer.Exit(1)

@@ -36,6 +36,11 @@ def parse_state_dtype(value: str | None) -> str | None:
     return resolved
 
 
+AllowLong = Annotated[bool, typer.Option(
+    "--allow-long-max-model-len", help="Plan a context past the model's limit (max_position_"
+    "embeddings, or the RoPE-scaled length the config declares), as vLLM's "
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; stated in the output, set in the launch lines.")]
+
 AssumeStandard = Annotated[bool, typer.Option(
     "--assume-standard-attention", help="Read a config whose cache layout kvplan cannot "
     "establish (an unknown model_type, keys no rule interprets) as a standard decoder; the "

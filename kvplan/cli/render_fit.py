@@ -6,7 +6,7 @@ from rich.table import Table
 
 from ..core.units import GiB, format_tokens
 from ..planning.fit_types import FitResult
-from ..planning.launch import launch_commands
+from ..planning.launch import launch_plan, sequence_note
 from .render import console
 
 
@@ -70,6 +70,16 @@ def render_fit(r: FitResult) -> None:
         out.print(f"no layout up to tp 8 x pp 8 on {req.gpu.name} reaches the target")
     for note in r.notes:
         out.print(f"note: {note}", style="dim")
-    out.print("launch:")
-    for name, cmd in launch_commands(r).items():
+    target, commands = launch_plan(r)
+    if target is None:
+        out.print("launch: none (this layout does not fit, and no tp x pp layout on "
+                  f"{req.gpu.name} does)")
+        return
+    if target is not r:
+        out.print(f"launch (the suggested tp {target.request.tp} x pp {target.request.pp} "
+                  "layout; this one does not fit):")
+    else:
+        out.print("launch:")
+    out.print(f"  ({sequence_note(target)})", style="dim")
+    for name, cmd in commands.items():
         out.print(f"  {name}: {cmd}", soft_wrap=True)

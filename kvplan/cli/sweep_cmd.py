@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ..core.errors import InputError
-from .options import AssumeStandard
+from .options import AllowLong, AssumeStandard
 
 EXAMPLES = """\b
 Examples:
@@ -52,6 +52,7 @@ def sweep(
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to FILE.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Allow grids over 10 million rows.")] = False,
     assume_standard_attention: AssumeStandard = False,
+    allow_long_max_model_len: AllowLong = False,
 ) -> None:
     """Evaluate every combination; print or write the table."""
     from ..planning.sweep import Grid, check
@@ -69,7 +70,8 @@ def sweep(
                 pps=_ints(pp, "1", "--pp"), kv_dtypes=_split(kv_dtype, ["auto"]),
                 contexts=parse_axis(",".join(context) if context else "8k", "--context"),
                 batches=_ints(batch, "1", "--batch"), engine=engine, weight_dtype=weight_dtype,
-                price=price, assume_standard_attention=assume_standard_attention)
+                price=price, assume_standard_attention=assume_standard_attention,
+                allow_long_max_model_len=allow_long_max_model_len)
     if request is not None:
         from dataclasses import replace
 

@@ -9,6 +9,15 @@ from .layers import LayerSpec
 
 
 @dataclass(frozen=True)
+class ContextLimit:
+    """The longest context an engine accepts for the model without an override: ``tokens``,
+    and ``source``, how it was derived from the config (key, rope scaling, library default)."""
+
+    tokens: int
+    source: str
+
+
+@dataclass(frozen=True)
 class Model:
     """An ordered stack of decoder layers plus the dimensions later stages need.
 
@@ -44,6 +53,8 @@ class Model:
     #: every config key (dotted, as the text model's mapping names it) a KV rule read, so later
     #: readers (the parameter inventory) can tell a key nobody interprets from one already used
     keys_read: frozenset[str] = field(default=frozenset(), compare=False, repr=False, hash=False)
+    #: the length vLLM derives from the config (None: the config declares none, as Mamba's)
+    context_limit: ContextLimit | None = None
 
     @property
     def num_layers(self) -> int:

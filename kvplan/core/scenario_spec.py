@@ -46,6 +46,7 @@ class Serving:
     max_model_len: int | None = None
     kv_cache_memory_bytes: int | None = None
     allow_emulated: bool = False
+    allow_long_max_model_len: bool = False  # plan past the model's context limit (stated)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from ..core.errors import ConfigError
 from ..core.layers import FullAttention
 from ..core.model import Model
 from .attention_families import parse_deepseek_v4, parse_mla, parse_sparse_mla, parse_standard
+from .context_limit import context_limit
 from .fields import Fields
 from .geometry_families import parse_gemma3n, parse_gemma4, parse_mimo_v2, parse_nemotron_nas
 from .kv_keys import uninterpreted
@@ -329,6 +330,7 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         config=config,
         standard_attention_assumed=assumed,
         kv_shared_layers=f.opt_int("num_kv_shared_layers", minimum=0) or 0,
+        context_limit=context_limit(f, model_type),
         checkpoint_kv_format=checkpoint_kv_format(config, f.config, source),
         keys_read=frozenset(fl.prefix + k for fl in f.all_fields() for k in fl.read),
     )

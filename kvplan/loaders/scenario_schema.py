@@ -55,6 +55,7 @@ class ServingIn(_M):
     max_num_seqs: PosInt | None = None
     max_model_len: PosTokens | None = None
     allow_emulated: Annotated[bool, Field(strict=True)] = False
+    allow_long_max_model_len: Annotated[bool, Field(strict=True)] = False
     kv_cache_memory: Size | None = None  # vLLM --kv-cache-memory-bytes: a pool of exactly this size
 
 

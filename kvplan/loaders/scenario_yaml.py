@@ -83,7 +83,8 @@ def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenari
                       utilization=s.gpu_memory_utilization,
                       max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs,
                       max_model_len=s.max_model_len, kv_cache_memory_bytes=s.kv_cache_memory,
-                      allow_emulated=s.allow_emulated)
+                      allow_emulated=s.allow_emulated,
+                      allow_long_max_model_len=s.allow_long_max_model_len)
     h = d.hardware
     price = h.price_usd_per_gpu_hour
     hw = Hardware(gpus=names["gpus"], gpus_per_node=h.gpus_per_node, nodes=h.nodes,

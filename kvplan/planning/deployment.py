@@ -12,6 +12,7 @@ from ..core.units import parse_tokens
 from .curve import Series, series
 from .fit import plan_fit
 from .fit_types import FitRequest, FitResult
+from .model_limits import ALLOW_FLAG, check_context, limit_words, over_limit
 from .perf_model import step_model
 
 
@@ -61,8 +62,8 @@ def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
 
 
 def plan(model, gpu: GpuSpec, *, kv_dtype: str, weight_dtype: str | None, engine: str, tp: int,
-         pp: int, context_tokens: int, efficiency: Efficiency,
-         weights=None) -> tuple[FitResult, StepModel]:
+         pp: int, context_tokens: int, efficiency: Efficiency, weights=None,
+         allow_long_max_model_len: bool = False) -> tuple[FitResult, StepModel]:
     """Plan one configuration; ``weights`` (the model's inventory) may be passed in when the
     same model is planned many times (a sweep)."""
     from ..loaders.hf_params import weight_inventory
@@ -71,7 +72,7 @@ def plan(model, gpu: GpuSpec, *, kv_dtype: str, weight_dtype: str | None, engine
     req = FitRequest(model=model, weights=weights or weight_inventory(model),
                      weight_format=weight_format(model, weight_dtype), gpu=gpu, engine=engine,
                      tp=tp, pp=pp, kv_dtype=kv_dtype, context_tokens=context_tokens, search=False,
-                     allow_emulated=False)
+                     allow_emulated=False, allow_long_max_model_len=allow_long_max_model_len)
     r = plan_fit(req)
     return r, step_model(r, efficiency)
 
@@ -80,7 +81,11 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
                  weight_dtype: str | None, engine: str, tp: int, pp: int, x: str, y: str,
                  xs: list[int], context: str, batch: int | None, price: float | None,
                  hbm_efficiency: float | None, flops_efficiency: float | None,
-                 assume_standard_attention: bool = False) -> CurveResult:
+                 assume_standard_attention: bool = False,
+                 allow_long_max_model_len: bool = False) -> CurveResult:
+    """The series of one model over GPUs x KV formats. Along context or position, points past
+    the model's context limit are left out (and said so) unless ``allow_long_max_model_len``;
+    a --context past it for the batch axis is refused like ``kvplan fit``."""
     from ..core.errors import InputError
     from ..loaders.hardware import load_gpu
     from ..loaders.resolve import load_model
@@ -90,6 +95,15 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
         ctx = parse_tokens(context)
     except ValueError as e:
         raise InputError(str(e), field="--context") from None
+    warnings = list(m.warnings)
+    if x != "batch" and not allow_long_max_model_len and over_limit(m, max(xs)):
+        kept = [n for n in xs if not over_limit(m, n)]
+        if not kept:
+            check_context(m, min(xs), False, "--points")
+        warnings.append(f"points past {limit_words(m)} left out: "
+                        + ", ".join(f"{n:,}" for n in xs if n not in kept)
+                        + f"; pass {ALLOW_FLAG} to plan them")
+        xs = kept
     max_len = ctx if x == "batch" else max(xs)
     out, plans, effs = [], [], []
     for g in gpus:
@@ -97,7 +111,8 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
         eff = efficiency_for(spec, hbm_efficiency, flops_efficiency, engine)
         for kv in kv_dtypes:
             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=weight_dtype, engine=engine, tp=tp,
-                         pp=pp, context_tokens=max_len, efficiency=eff)
+                         pp=pp, context_tokens=max_len, efficiency=eff,
+                         allow_long_max_model_len=allow_long_max_model_len)
             hourly = (price if price is not None else spec.price_usd_per_gpu_hour) * tp * pp
             label = f"{spec.key} {r.kv_format}" if len(gpus) > 1 else r.kv_format
             if len(kv_dtypes) == 1 and len(gpus) > 1:
@@ -107,7 +122,6 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
             plans.append(r)
             effs.append(eff)
     title = f"{m.name}, tp {tp} x pp {pp}, engine {plans[0].layout.label}"
-    warnings = list(m.warnings)
     for s, r in zip(out, plans, strict=True):
         if all(p.concurrency == 0 for p in s.points):
             warnings.append(f"{s.label}: nothing fits at any point ({r.verdict}); the smallest "

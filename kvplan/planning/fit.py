@@ -24,6 +24,7 @@ from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_block
 from ..engines.parallel_rules import moe_split
 from .fit_pools import pool_layers
 from .fit_search import smallest_layout
+from .model_limits import check_context
 from .fit_types import FitRequest, FitResult, StagePlan
 from .fit_verdict import conclude
 from .footprint import Footprint, kv_footprint, resolve_formats
@@ -163,8 +164,13 @@ def plan_layout(req: FitRequest) -> FitResult:
     total = req.total_memory_bytes or req.gpu.memory_driver_total_bytes
     dflt_tokens, dflt_seqs = serve_defaults(total, req.gpu.name)
     mnbt = req.max_num_batched_tokens or dflt_tokens
-    mns = req.max_num_seqs or dflt_seqs
+    # --concurrency caps the engine (the launch line's --max-num-seqs), so the budget uses it
+    mns = req.max_num_seqs or (cdiv(req.concurrency, req.dp) if req.concurrency else dflt_seqs)
     block, notes = _block_size(req, layout, model)
+    long_note = check_context(model, max_model_len, req.allow_long_max_model_len,
+                              "--max-model-len" if req.max_model_len else "--context")
+    if long_note:
+        notes.append(long_note)
     if (req.dp > 1 or req.ep > 1) and req.weights is None:
         raise InputError("--dp and --ep need the model's parameter inventory to place its "
                          "experts and dense layers; --weight-memory cannot say which weights "
@@ -265,9 +271,10 @@ def plan_fit(req: FitRequest) -> FitResult:
     result = plan_layout(req)
     # the search covers TP x PP layouts; a DP / EP plan is judged as asked
     if req.search and req.dp == 1 and req.ep == 1 and (req.concurrency or not result.fits):
-        tp, pp, c = smallest_layout(req, req.concurrency or 1, plan_layout)
-        if (tp, pp) != (0, 0):
-            result = replace(result, suggestion=(tp, pp), suggestion_concurrency=c)
+        found = smallest_layout(req, req.concurrency or 1, plan_layout)
+        if found is not None:
+            result = replace(result, suggestion=(found.request.tp, found.request.pp),
+                             suggestion_concurrency=found.max_concurrency, suggested=found)
     return result
 
 

@@ -14,12 +14,12 @@ SEARCH_PP = (1, 2, 3, 4, 6, 8)
 
 
 def smallest_layout(req: FitRequest, target: int, plan_one: Callable[[FitRequest], FitResult]
-                    ) -> tuple[int, int, int | None]:
-    """The smallest TP (then PP) on this GPU whose plan reaches ``target`` sequences, as
-    (tp, pp, sequences); (0, 0, None) when none does. ``plan_one`` plans one layout."""
+                    ) -> FitResult | None:
+    """The plan of the smallest TP (then PP) on this GPU that reaches ``target`` sequences;
+    None when none does. ``plan_one`` plans one layout."""
     options = sorted(((tp, pp) for tp in SEARCH_TP for pp in SEARCH_PP), key=lambda x: (x[0] * x[1], x[1]))
     if req.weight_memory_bytes is not None:
-        return 0, 0, None  # a given per-GPU weight figure says nothing about other layouts
+        return None  # a given per-GPU weight figure says nothing about other layouts
     for tp, pp in options:
         if (tp, pp) == (req.tp, req.pp):
             continue
@@ -28,5 +28,5 @@ def smallest_layout(req: FitRequest, target: int, plan_one: Callable[[FitRequest
         except KvplanError:
             continue
         if r.fits and r.max_concurrency >= target:
-            return tp, pp, r.max_concurrency
-    return 0, 0, None
+            return r
+    return None

@@ -54,6 +54,7 @@ class FitRequest:
     total_memory_bytes: int | None = None
     allow_emulated: bool = False
     search: bool = True
+    allow_long_max_model_len: bool = False  # plan past the model's context limit (stated)
     checkpoint: dict | None = None  # safetensors summary of a Hub model (params/bytes by dtype)
 
     @property
@@ -110,6 +111,7 @@ class FitResult:
     suggestion_concurrency: int | None = None
     draft_footprint: Footprint | None = None  # the draft model's cache layers (last stage)
     split: MoeSplit | None = None  # how a stage's GPUs hold the tensors (None: plain TP)
+    suggested: FitResult | None = None  # the plan of ``suggestion`` (its launch lines)
 
     @property
     def concurrency_per_rank(self) -> int:

@@ -68,7 +68,7 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         verdict = (f"fits: {conc} concurrent {req.context_tokens:,}-token sequences"
                    + (f" ({req.dp} DP ranks x {per_rank})" if req.dp > 1 else "")
                    + (f" (target {req.concurrency})" if req.concurrency else ""))
-    if per_rank > mns:
+    if per_rank > mns and not (req.concurrency and req.max_num_seqs is None):
         each = " per DP rank" if req.dp > 1 else ""
         notes.append(f"memory holds {per_rank:,} sequences{each} but max_num_seqs is {mns:,}: "
                      f"the launch lines use {mns:,}; plan with --max-num-seqs {per_rank:,} to see its larger "

@@ -1,7 +1,11 @@
 """Ready-to-paste launch commands that realise a ``FitResult``. Pure string building.
 
-Flag names as each engine spells them (docs/budget-research.md section 8): ``vllm serve``,
-``python -m sglang.launch_server``, ``trtllm-serve`` and ``llama-server``.
+Flag names as each engine spells them (docs/budget-research.md section 8, docs/fit.md section
+6): ``vllm serve``, ``python -m sglang.launch_server``, ``trtllm-serve`` and ``llama-server``.
+Each line carries what the plan assumed: the weights (the checkpoint's own quantisation, an
+engine's online ``--quantization fp8``, or a quantised checkpoint folder named as an assumption),
+the KV dtype, the context and its model limit override, the parallelism, a fixed KV pool, and
+the sequence cap only when one was planned (``--concurrency``, ``--max-num-seqs`` or a scenario).
 """
 
 from __future__ import annotations
@@ -9,13 +13,15 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
+from pathlib import PurePath
 
 from ..core.errors import KvplanError
-from ..core.weights import expert_width
+from ..core.weights import WeightFormat, expert_width
 from ..engines import get_engine
 from ..engines.parallel_rules import moe_split
 from ..engines.vllm_memory import default_utilization
 from .fit_types import FitResult
+from .model_limits import ENGINE_OVERRIDES, over_limit
 
 #: kvplan KV format -> each engine's --kv-cache-dtype value (None: the engine has no such mode).
 VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
@@ -27,24 +33,110 @@ SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2":
 TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 LLAMA_KV = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0",
             "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1", "iq4_nl": "iq4_nl"}
+#: vLLM's --block-size choices (vllm/config/cache.py BlockSize); other sizes vLLM picks itself
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+#: engines that quantise a 16-bit checkpoint to kvplan's weight scheme as it loads: vLLM's and
+#: SGLang's ``--quantization fp8`` (per-tensor fp8 weights, one fp32 scale: kvplan's ``fp8``)
+ONLINE = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8"}}
+#: a quantised checkpoint folder's suffix, by kvplan weight scheme (named in the assumption)
+CHECKPOINT_SUFFIX = {"fp8": "FP8", "fp8_block": "FP8-block", "fp8_channel": "FP8-channel",
+                     "fp8_modelopt": "FP8", "mxfp8": "MXFP8", "awq": "AWQ", "gptq": "GPTQ",
+                     "int4": "INT4", "mxfp4": "MXFP4", "nvfp4": "NVFP4",
+                     "nvfp4_w4a16": "NVFP4-W4A16", "bnb_nf4": "bnb-nf4", "bnb_int8": "bnb-int8"}
 
 
 def _join(parts: list[str]) -> str:
     return " ".join(shlex.quote(p) if i else p for i, p in enumerate(parts))
 
 
-def _model_ref(r: FitResult) -> str:
+def model_ref(r: FitResult) -> str:
+    """The model as the engines take it: the Hub id, or the folder holding a local config."""
     m = r.request.model
-    return m.hub_id or m.source or m.name
+    if m.hub_id:
+        return m.hub_id
+    if m.source and PurePath(m.source).suffix == ".json":
+        return str(PurePath(m.source).parent)
+    return m.source or m.name
+
+
+def _checkpoint_format(r: FitResult) -> WeightFormat | None:
+    from ..loaders.quant_config import from_config
+
+    try:
+        return from_config(r.request.model)
+    except KvplanError:
+        return None
+
+
+def weight_source(r: FitResult, engine: str) -> tuple[str, list[str], str]:
+    """(model reference, flags, assumption) realising the planned weights on ``engine``.
+
+    The checkpoint's own quantization_config needs no flag (the engines read it); a 16-bit
+    checkpoint planned as fp8 gets ``--quantization fp8`` where the engine quantises online;
+    any other planned format needs a checkpoint stored in it, named ``./<repo>-<FORMAT>`` (a
+    folder that must exist, so a wrong line fails at start-up instead of loading 16-bit
+    weights and running out of memory) and stated as the assumption."""
+    fmt = r.request.weight_format
+    ref = model_ref(r)
+    ckpt = _checkpoint_format(r)
+    if ckpt == fmt or (ckpt is None and fmt.scheme == "dense"):
+        return ref, [], ""
+    online = ONLINE.get(engine, {}).get(fmt.scheme)
+    if ckpt is None and online:
+        return ref, ["--quantization", online], ""
+    suffix = CHECKPOINT_SUFFIX.get(fmt.scheme, fmt.base_dtype.upper())
+    folder = f"./{PurePath(ref).name}-{suffix}"
+    have = ckpt.name if ckpt else r.request.model.dtype
+    return folder, [], (f"assumes {folder} holds {ref} quantised as {fmt.name} ({ref} itself is "
+                        f"{have}; {engine} reads the format from the folder's quantization config)")
+
+
+def _env(r: FitResult, engine: str) -> list[str]:
+    """The environment that lifts the engine's model-length check, when the plan is past it."""
+    if over_limit(r.request.model, r.max_model_len) and engine in ENGINE_OVERRIDES:
+        return [ENGINE_OVERRIDES[engine]]
+    return []
+
+
+def _line(env: list[str], parts: list[str], comment: str) -> str:
+    text = " ".join([*env, _join(parts)])
+    return f"{text}  # {comment}" if comment else text
+
+
+def planned_sequences(r: FitResult, sequences: int | None = None) -> int | None:
+    """Sequences per attention DP rank the lines cap the engine at: ``sequences`` when the
+    caller planned them (a workload mix, ``kvplan plan``), else ``--concurrency``, else the
+    ``--max-num-seqs`` given; None when nothing was planned (the engine's default, which the
+    budget used, stays, so shorter requests can share the pool)."""
+    req = r.request
+    fit = sequences or req.concurrency
+    if fit:
+        per_rank = -(-fit // req.dp)  # each attention DP rank schedules its own sequences
+        return max(1, min(per_rank, r.max_num_seqs))
+    return req.max_num_seqs
 
 
 def _sequences(r: FitResult, sequences: int | None = None) -> int:
-    """Sequences to launch with: ``sequences`` when the caller planned them (a workload mix,
-    ``kvplan plan``), else the target (or what fits at the full context); at most the
-    max_num_seqs the budget was planned with."""
-    fit = sequences or min(r.request.concurrency or r.max_concurrency, r.max_concurrency or 1)
-    per_rank = -(-fit // r.request.dp)  # each attention DP rank schedules its own sequences
-    return max(1, min(per_rank, r.max_num_seqs))
+    """Sequences for engines that need a count (llama.cpp slots): the planned cap, else what
+    fits at the full context."""
+    planned = planned_sequences(r, sequences)
+    if planned:
+        return planned
+    return max(1, min(-(-(r.max_concurrency or 1) // r.request.dp), r.max_num_seqs))
+
+
+def sequence_note(r: FitResult) -> str:
+    """Why the lines set, or leave, the engine's sequence cap."""
+    req = r.request
+    n = planned_sequences(r)
+    rank = " per DP rank" if req.dp > 1 else ""
+    if n is not None:
+        why = "--concurrency" if req.concurrency else "--max-num-seqs"
+        return f"the lines cap the engine at {n:,} running sequences{rank} ({why})"
+    return (f"the lines leave the engine's sequence cap at its default ({r.max_num_seqs:,}{rank}, "
+            f"as the budget assumed): the pool holds {r.concurrency_per_rank:,} full-length "
+            f"{r.max_model_len:,}-token sequence{'s' if r.concurrency_per_rank != 1 else ''}{rank} "
+            "and more when requests are shorter; pass --concurrency N to cap it")
 
 
 def _kv_flag(table: dict[str, str], fmt: str, engine: str) -> str | None:
@@ -64,16 +156,23 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
     planned = r.layout.name == "vllm"
     util = req.utilization if (planned and req.utilization is not None) else float(
         default_utilization(r.layout.version if planned else "main"))
-    parts = ["vllm", "serve", _model_ref(r), "--tensor-parallel-size", str(req.tp),
+    ref, quant, comment = weight_source(r, "vllm")
+    parts = ["vllm", "serve", ref, *quant, "--tensor-parallel-size", str(req.tp),
              "--pipeline-parallel-size", str(req.pp), "--max-model-len", str(r.max_model_len),
-             "--max-num-seqs", str(_sequences(r, sequences)), "--kv-cache-dtype", kv,
-             "--gpu-memory-utilization", f"{util:g}"]
+             "--kv-cache-dtype", kv, "--gpu-memory-utilization", f"{util:g}"]
+    if req.weight_format.scheme == "dense" and req.weight_format.base_dtype == "fp32":
+        parts += ["--dtype", "float32"]
+    if (n := planned_sequences(r, sequences)) is not None:
+        parts += ["--max-num-seqs", str(n)]
+    if req.model.hub_revision and ref == req.model.hub_id:
+        parts += ["--revision", req.model.hub_revision]
     if req.dp > 1:
         parts += ["--data-parallel-size", str(req.dp)]
     if req.ep > 1:
         parts += ["--enable-expert-parallel"]
     if planned:
-        parts += ["--block-size", str(r.block_size_tokens)]
+        if req.block_size_tokens and r.block_size_tokens in VLLM_BLOCK_SIZES:
+            parts += ["--block-size", str(r.block_size_tokens)]
         if req.max_num_batched_tokens:
             parts += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
         if req.kv_cache_memory_bytes is not None:
@@ -82,7 +181,7 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
         spec = {"model": req.draft.model.hub_id or req.draft.model.name,
                 "num_speculative_tokens": req.draft.num_speculative_tokens}
         parts += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return _join(parts)
+    return _line(_env(r, "vllm"), parts, comment)
 
 
 def sglang_command(r: FitResult, sequences: int | None = None) -> str:
@@ -90,14 +189,17 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     kv = _kv_flag(SGLANG_KV, r.kv_format, "sglang")
     if kv is None:
         return _unsupported("sglang", r.kv_format)
-    n = _sequences(r, sequences)
     dp_attention = req.dp > 1 and req.num_experts > 0
     world = req.tp * req.dp if dp_attention else req.tp  # SGLang's --tp-size: a stage's GPUs
-    parts = ["python", "-m", "sglang.launch_server", "--model-path", _model_ref(r), "--tp-size",
+    ref, quant, comment = weight_source(r, "sglang")
+    parts = ["python", "-m", "sglang.launch_server", "--model-path", ref, *quant, "--tp-size",
              str(world), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
-             # under DP attention SGLang divides --max-running-requests among the DP ranks
-             "--max-running-requests", str(n * req.dp if dp_attention else n),
              "--kv-cache-dtype", kv]
+    if (n := planned_sequences(r, sequences)) is not None:
+        # under DP attention SGLang divides --max-running-requests among the DP ranks
+        parts += ["--max-running-requests", str(n * req.dp if dp_attention else n)]
+    if req.model.hub_revision and ref == req.model.hub_id:
+        parts += ["--revision", req.model.hub_revision]
     if req.dp > 1:
         parts += ["--dp-size", str(req.dp)] + (["--enable-dp-attention"] if dp_attention else [])
     if req.ep > 1:
@@ -112,7 +214,7 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
         parts += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
                   req.draft.model.hub_id or req.draft.model.name, "--speculative-num-draft-tokens",
                   str(req.draft.num_speculative_tokens)]
-    return _join(parts)
+    return _line(_env(r, "sglang"), parts, comment)
 
 
 def trtllm_command(r: FitResult, sequences: int | None = None) -> str:
@@ -128,16 +230,20 @@ def trtllm_command(r: FitResult, sequences: int | None = None) -> str:
     if attention_dp:
         options["enable_attention_dp"] = True
     world = req.tp * req.dp if attention_dp else req.tp  # tp_size: a stage's GPUs
-    parts = ["trtllm-serve", _model_ref(r), "--backend", "pytorch", "--tp_size", str(world),
-             "--pp_size", str(req.pp), "--max_seq_len", str(r.max_model_len), "--max_batch_size",
-             str(_sequences(r, sequences)), "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]
+    ref, _, comment = weight_source(r, "trtllm")
+    parts = ["trtllm-serve", ref, "--backend", "pytorch", "--tp_size", str(world),
+             "--pp_size", str(req.pp), "--max_seq_len", str(r.max_model_len),
+             "--kv_cache_free_gpu_memory_fraction", f"{fraction:g}"]
+    if (n := planned_sequences(r, sequences)) is not None:
+        parts += ["--max_batch_size", str(n)]
     if req.ep > 1:
         parts += ["--ep_size", str(req.ep)]
+    if req.dp > 1 and not attention_dp:  # a dense model: trtllm-serve has no replica mode
+        comment = "; ".join(c for c in (comment, f"one of {req.dp} replicas: run one per "
+                                        f"{req.tp * req.pp} GPU(s)") if c)
     line = (f"printf '%s\\n' {shlex.quote(json.dumps(options))} > extra.yaml && "
             f"{_join(parts)} --extra_llm_api_options extra.yaml")
-    if req.dp > 1 and not attention_dp:  # a dense model: trtllm-serve has no replica mode
-        line += f"  # one of {req.dp} replicas: run one per {req.tp * req.pp} GPU(s)"
-    return line
+    return f"{line}  # {comment}" if comment else line
 
 
 def llama_cpp_command(r: FitResult, sequences: int | None = None) -> str:
@@ -145,12 +251,19 @@ def llama_cpp_command(r: FitResult, sequences: int | None = None) -> str:
     k, v = r.footprint.formats.k.name, r.footprint.formats.v.name
     if k not in LLAMA_KV or v not in LLAMA_KV:
         return _unsupported("llama.cpp", r.kv_format)
+    fmt = req.weight_format
+    if fmt.scheme != "dense":
+        return (f"# llama.cpp runs GGUF weights (Q8_0, Q4_K_M, ...), which kvplan does not model; "
+                f"this plan assumed {fmt.name}: plan llama.cpp with --weight-dtype bf16 or fp16")
     n = _sequences(r, sequences)
-    parts = ["llama-server", "-m", f"{req.model.name}.gguf", "-c", str(req.context_tokens * n),
+    gguf = f"{req.model.name}-{'F16' if fmt.base_dtype == 'fp16' else fmt.base_dtype.upper()}.gguf"
+    parts = ["llama-server", "-m", gguf, "-c", str(req.context_tokens * n),
              "-np", str(n), "-ctk", LLAMA_KV[k], "-ctv", LLAMA_KV[v], "-fa", "on", "-ngl", "999"]
     if req.tp * req.pp > 1:
         parts += ["--split-mode", "layer"]
-    return _join(parts)
+    return _line([], parts, f"assumes {gguf}: {model_ref(r)} converted to GGUF "
+                 f"({fmt.base_dtype} weights); each of the {n} slot(s) holds "
+                 f"{req.context_tokens:,} tokens")
 
 
 def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str]:
@@ -173,3 +286,12 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
         out[name] = build(r, sequences)
     first = r.layout.name
     return {first: out[first], **{k: v for k, v in out.items() if k != first}}
+
+
+def launch_plan(r: FitResult, sequences: int | None = None) -> tuple[FitResult | None, dict[str, str]]:
+    """The plan whose lines to print and its commands: ``r`` when it fits, else the suggested
+    layout that does (``r.suggested``), else (None, {}): no line for a plan that does not run."""
+    target = r if r.fits else r.suggested
+    if target is None or not target.fits:
+        return None, {}
+    return target, launch_commands(target, sequences)

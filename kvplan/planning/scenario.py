@@ -17,6 +17,7 @@ from ..core.scenario_spec import Scenario
 from ..core.workload import Request, Stats, conversations_for, sample, stats
 from .fit import plan_fit
 from .fit_types import Draft, FitRequest, FitResult
+from .model_limits import check_context, limit_words
 from .perf_model import step_model, with_speculation
 from .scenario_eval import Evaluation, Fleet, evaluate
 
@@ -129,12 +130,26 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
             note += " (every length is fixed: one request shape)"
     longest = max(x.final_tokens for x in requests)
     max_len = sc.serving.max_model_len or longest
+    limit = model.context_limit
+    if sc.serving.max_model_len:  # a length the file asks for: past the limit is refused
+        check_context(model, max_len, sc.serving.allow_long_max_model_len,
+                      "serving.max_model_len", "serving.allow_long_max_model_len: true", sc.path)
+    elif limit and max_len > limit.tokens and not sc.serving.allow_long_max_model_len:
+        max_len = limit.tokens  # the engine's own max_model_len: longer requests are rejected
     kept = [x for x in requests if x.final_tokens <= max_len]
     excluded = len(requests) - len(kept)
     if excluded:
-        warnings.append(f"{excluded:,} of {len(requests):,} requests are longer than max_model_len "
-                        f"{max_len:,} tokens (the longest has {longest:,}); the engine rejects them "
-                        "and they are left out of every figure")
+        why = (f"{limit_words(model)}, the max_model_len the engine takes"
+               if not sc.serving.max_model_len and limit and max_len == limit.tokens
+               else f"max_model_len {max_len:,} tokens")
+        warnings.append(f"{excluded:,} of {len(requests):,} requests are longer than {why} (the "
+                        f"longest has {longest:,}); the engine rejects them and they are left out "
+                        "of every figure")
+    if not kept and not sc.serving.max_model_len and limit and max_len == limit.tokens:
+        raise KvplanError(f"no request fits {limit_words(model)} (the shortest has "
+                          f"{min(x.final_tokens for x in requests):,} tokens); set "
+                          "serving.allow_long_max_model_len: true to plan past it", source=sc.path,
+                          field="workload")
     if not kept:
         raise KvplanError(f"no request fits max_model_len {max_len:,} (the shortest has "
                           f"{min(x.final_tokens for x in requests):,} tokens)", source=sc.path,
@@ -162,6 +177,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                          utilization=s.utilization, max_num_batched_tokens=s.max_num_batched_tokens,
                          max_num_seqs=s.max_num_seqs, block_size_tokens=s.block_size_tokens,
                          kv_cache_memory_bytes=s.kv_cache_memory_bytes, allow_emulated=s.allow_emulated,
+                         allow_long_max_model_len=s.allow_long_max_model_len,
                          shared_prefix_tokens=min(w.shared_prefix_tokens, max_len - 1), draft=draft,
                          search=False)
         try:

@@ -18,6 +18,7 @@ import numpy as np
 from ..core.errors import InputError, KvplanError
 from ..core.perf import compute_bound_batch, cost_per_mtok_usd, decode_step, prefill_s, tpot_s
 from .fit_pools import concurrency_at
+from .model_limits import ALLOW_FLAG, limit_words
 
 MAX_ROWS = 10_000_000
 
@@ -38,6 +39,7 @@ class Grid:
     assume_standard_attention: bool = False  # read unknown layouts as standard decoders
     hbm_efficiency: float | None = None
     flops_efficiency: float | None = None
+    allow_long_max_model_len: bool = False  # plan contexts past a model's limit (stated)
 
     @property
     def configs(self) -> int:
@@ -46,6 +48,25 @@ class Grid:
     @property
     def rows(self) -> int:
         return self.configs * len(self.contexts) * len(self.batches)
+
+
+def past_limit(cols: dict, over: np.ndarray, limit_error: str) -> dict:
+    """``cols`` with an ``error`` per row: why a row does not fit (past the model's context
+    limit, no whole sequence in the pool, a batch over what the pool holds), else empty."""
+    reps = len(cols["context_tokens"]) // len(over)
+    over_rows = np.repeat(over, reps)
+    conc, batch = cols["max_concurrency"], cols["batch"]
+    error = np.where(conc <= 0, "no whole sequence of this context fits the KV pool",
+                     np.where(batch > conc, np.char.add(np.char.add(
+                         "batch exceeds the ", conc.astype(str)), " sequences the pool holds"),
+                              ""))
+    if over_rows.any():
+        error = np.where(over_rows, limit_error, error)
+        cols = {k: (np.where(over_rows, np.nan, v) if isinstance(v, np.ndarray)
+                    and v.dtype.kind == "f" else v) for k, v in cols.items()}
+        cols["fits"] = cols["fits"] & ~over_rows
+        cols["max_concurrency"] = np.where(over_rows, 0, conc)
+    return {**cols, "error": error.astype(object)}
 
 
 def check(grid: Grid, yes: bool) -> None:
@@ -132,6 +153,13 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
               for m in grid.models]
     specs = [load_gpu(g) for g in grid.gpus]
     for m in models:
+        # contexts past the model's limit: their rows say so; the rest are planned
+        over = np.zeros(len(contexts), dtype=bool)
+        if not grid.allow_long_max_model_len and m.context_limit is not None:
+            over = contexts > m.context_limit.tokens
+        limit_error = (f"context exceeds {limit_words(m)}; pass {ALLOW_FLAG} to plan it"
+                       if over.any() else "")
+        planned = contexts[~over] if (~over).any() else contexts
         try:
             weights = weight_inventory(m)
         except KvplanError:
@@ -150,8 +178,9 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
                         try:
                             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=grid.weight_dtype,
                                          engine=grid.engine, tp=tp, pp=pp,
-                                         context_tokens=int(contexts.max()), efficiency=eff,
-                                         weights=weights)
+                                         context_tokens=int(planned.max()), efficiency=eff,
+                                         weights=weights,
+                                         allow_long_max_model_len=grid.allow_long_max_model_len)
                         except KvplanError as e:
                             kv_name, wd_name = _names(m, grid, kv)
                             yield {
@@ -164,6 +193,7 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
                             yield {
                                 **base, "kv_dtype": r.kv_format,
                                 "weight_dtype": r.request.weight_format.name,
-                                "kv_pool_bytes": r.budget.kv_pool_bytes, **cols, "error": ""}
+                                "kv_pool_bytes": r.budget.kv_pool_bytes,
+                                **past_limit(cols, over, limit_error)}
                         if progress:
                             progress(per_config)

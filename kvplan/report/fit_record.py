@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..core.parallel import experts_on_busiest_rank
 from ..planning.fit_types import FitResult
-from ..planning.launch import launch_commands
+from ..planning.launch import launch_plan, sequence_note
 
 
 def _placement(r: FitResult) -> dict | None:
@@ -74,5 +74,16 @@ def fit_record(r: FitResult) -> dict:
         "suggestion": ({"tp": r.suggestion[0], "pp": r.suggestion[1],
                         "max_concurrency": r.suggestion_concurrency} if r.suggestion else None),
         "notes": list(r.notes),
-        "launch": launch_commands(r),
+        **_launch(r),
     }
+
+
+def _launch(r: FitResult) -> dict:
+    """``launch``: the commands of the plan that runs (this one, else the suggested layout,
+    else none); ``launch_layout`` says which; ``launch_note`` why the sequence cap is set."""
+    target, commands = launch_plan(r)
+    return {"launch": commands,
+            "launch_layout": ({"tp": target.request.tp, "pp": target.request.pp,
+                               "suggested": target is not r} if target else None),
+            "launch_note": sequence_note(target) if target else
+            "no launch line: this layout does not fit and no tp x pp layout on this GPU does"}
