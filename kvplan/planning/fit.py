@@ -24,10 +24,10 @@ from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_block
 from ..engines.parallel_rules import moe_split
 from .fit_pools import pool_layers
 from .fit_search import smallest_layout
-from .model_limits import check_context
 from .fit_types import FitRequest, FitResult, StagePlan
 from .fit_verdict import conclude
 from .footprint import Footprint, kv_footprint, resolve_formats
+from .model_limits import check_context
 
 
 def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[int, list[str]]:
