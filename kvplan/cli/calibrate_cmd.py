@@ -164,7 +164,11 @@ def calibrate(
         raise InputError(f"expected 0 (off) to 64 processes, got {distributed}",
                          field="--distributed")
 
-    try:
+    import importlib.util
+
+    try:  # torch first: the harness imports it lazily, after its own start-up
+        if importlib.util.find_spec("torch") is None:
+            raise ModuleNotFoundError(name="torch")
         from calibrate.harness import main
     except ImportError as e:
         raise InputError(f"the harness needs torch and the repository's calibrate/ package "

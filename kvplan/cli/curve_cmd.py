@@ -52,6 +52,7 @@ def curve(
                                              "needs the plot extra: matplotlib).")] = None,
     assume_standard_attention: AssumeStandard = False,
     allow_long_max_model_len: AllowLong = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --plot file.")] = False,
 ) -> None:
     """Concurrency, throughput, TPOT or $/token along context, batch or position; several
     --kv-dtype and/or --gpu values give several series."""
@@ -76,6 +77,12 @@ def curve(
     xs = parse_axis(points or default, "--points", tokens=x != "batch")
     gpus = _list(gpu)
     kvs = _list(kv_dtype) or ["auto"]
+    if plot:  # an existing file (or a device) is refused before any work
+        from pathlib import Path
+
+        from ..report.outfile import refuse_existing
+
+        refuse_existing(Path(plot), force, "--plot")
     result = build_series(model, gpus=gpus, kv_dtypes=kvs, weight_dtype=weight_dtype,
                           engine=engine, tp=tp, pp=pp, x=x, y=y, xs=xs, context=context,
                           batch=batch, price=price, hbm_efficiency=hbm_efficiency,
@@ -85,7 +92,7 @@ def curve(
     if plot:
         from ..report.curve_plot import plot_series
 
-        plot_series(result.series, plot, title=result.title)
+        plot_series(result.series, plot, title=result.title, force=force)
     if csv:
         from ..report.curve_records import to_csv
 

@@ -48,7 +48,12 @@ def render_fit(r: FitResult) -> None:
     out.print(t)
     blocks = min((s.num_blocks for s in r.stages if s.num_blocks is not None), default=None)
     pool = f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {r.kv_pool_tokens:,} tokens"
-    if blocks is not None:
+    groups = max((s.groups for s in r.stages), default=1)
+    if blocks is not None and groups > 1:  # vLLM's "GPU KV cache size" is per group
+        pool = (f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {blocks:,} blocks "
+                f"shared by {groups} KV-cache groups: {r.kv_pool_tokens:,} tokens per group "
+                f"({blocks:,} // {groups} x {r.block_size_tokens} tokens per block)")
+    elif blocks is not None:
         pool += f" ({blocks:,} blocks of {r.block_size_tokens} tokens)"
     out.print(pool)
     out.print(f"one {req.context_tokens:,}-token sequence: {r.per_sequence_bytes:,} B "
@@ -56,8 +61,9 @@ def render_fit(r: FitResult) -> None:
     ranks = (f" ({req.dp} DP ranks x {r.concurrency_per_rank:,}, {req.gpus} GPUs)"
              if req.dp > 1 else "")
     each = " per DP rank" if req.dp > 1 else ""
-    out.print(f"maximum concurrency at {req.context_tokens:,} tokens: {r.max_concurrency:,} whole "
-              f"sequences{ranks}; engine's figure{each}: maximum concurrency for "
+    whole = f"{r.max_concurrency:,} whole sequence{'' if r.max_concurrency == 1 else 's'}"
+    out.print(f"maximum concurrency at {req.context_tokens:,} tokens: {whole}{ranks}; engine's "
+              f"figure{each}: maximum concurrency for "
               f"{r.max_model_len:,} tokens per request: {r.engine_max_concurrency:.2f}x")
     out.print(("FITS: " if r.fits else "DOES NOT FIT: ") + r.verdict.split(": ", 1)[-1])
     if r.suggestion:

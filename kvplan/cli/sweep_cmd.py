@@ -50,6 +50,7 @@ def sweep(
     top: Annotated[int | None, typer.Option("--top", help="Keep the first N rows.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="csv | parquet | json | md")] = "csv",
     output: Annotated[str | None, typer.Option("--output", "-o", help="Write to FILE.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --output.")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Allow grids over 10 million rows.")] = False,
     assume_standard_attention: AssumeStandard = False,
     allow_long_max_model_len: AllowLong = False,
@@ -66,6 +67,15 @@ def sweep(
         raise InputError(f"must be positive, got {top}", field="--top")
     for expr in where or []:
         parse_where(expr)  # refuse a bad filter before any work
+    if output:  # refuse an existing file (or a device) before any work
+        from pathlib import Path
+
+        from ..report.frames import require_pyarrow
+        from ..report.outfile import refuse_existing
+
+        refuse_existing(Path(output), force)
+        if fmt == "parquet":
+            require_pyarrow()
     grid = Grid(models=models, gpus=_split(gpu, []), tps=_ints(tp, "1", "--tp"),
                 pps=_ints(pp, "1", "--pp"), kv_dtypes=_split(kv_dtype, ["auto"]),
                 contexts=parse_axis(",".join(context) if context else "8k", "--context"),
@@ -100,7 +110,7 @@ def sweep(
     else:
         df = run_sweep(grid)
     df = rank(apply_where(df, where or []), objective, top)
-    text = write(df, fmt, output)
+    text = write(df, fmt, output, force)
     if text is not None:
         typer.echo(text, nl=False)
     else:

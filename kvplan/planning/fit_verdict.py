@@ -65,7 +65,8 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
     elif conc < target:
         verdict = f"does not fit the target: {conc} concurrent sequences, {target} wanted"
     else:
-        verdict = (f"fits: {conc} concurrent {req.context_tokens:,}-token sequences"
+        verdict = (f"fits: {conc} concurrent {req.context_tokens:,}-token "
+                   f"sequence{'' if conc == 1 else 's'}"
                    + (f" ({req.dp} DP ranks x {per_rank})" if req.dp > 1 else "")
                    + (f" (target {req.concurrency})" if req.concurrency else ""))
     if per_rank > mns and not (req.concurrency and req.max_num_seqs is None):

@@ -11,10 +11,17 @@ X_LABELS = {"context": "context (tokens)", "batch": "batch (sequences)",
             "position": "position of the generated token (tokens)"}
 
 
-def plot_series(series: tuple[Series, ...], path: str, *, title: str) -> None:
+def plot_series(series: tuple[Series, ...], path: str, *, title: str, force: bool = False) -> None:
+    """Draw the series and write the image atomically (``kvplan.report.outfile``), never over
+    an existing file without ``force``."""
+    import io
+
+    from .outfile import refuse_existing, write_atomic
+
     target = Path(path)
     if target.suffix.lower() not in (".png", ".svg"):
         raise InputError(f"plot file must end in .png or .svg, got {path!r}", field="--plot")
+    refuse_existing(target, force, "--plot")
     try:
         import matplotlib
 
@@ -52,9 +59,9 @@ def plot_series(series: tuple[Series, ...], path: str, *, title: str) -> None:
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
+    buf = io.BytesIO()
     try:
-        fig.savefig(target, bbox_inches="tight")
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror}", field="--plot") from None
+        fig.savefig(buf, format=target.suffix.lower()[1:], bbox_inches="tight")
     finally:
         plt.close(fig)
+    write_atomic(target, buf.getvalue(), force=force, flag="--plot")

@@ -52,18 +52,24 @@ def csv_text(df: pd.DataFrame) -> str:
     return "\n".join([header, *map(",".join, zip(*cols, strict=True))]) + "\n"
 
 
-def write(df: pd.DataFrame, fmt: str, output: str | None) -> str | None:
-    """Write ``df`` to ``output`` (or return the text for stdout)."""
+def write(df: pd.DataFrame, fmt: str, output: str | None, force: bool = False) -> str | None:
+    """Write ``df`` to ``output`` atomically, never over an existing file without ``force``
+    (``kvplan.report.outfile``); or return the text for stdout."""
+    from pathlib import Path
+
+    from .outfile import write_atomic
+
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}", field="--format")
     if fmt == "parquet":
         if not output:
             raise InputError("parquet is binary: pass --output FILE.parquet", field="--format")
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise InputError("parquet needs pyarrow: pip install pyarrow", field="--format") from None
-        df.to_parquet(output, index=False)
+        require_pyarrow()
+        import io
+
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        write_atomic(Path(output), buf.getvalue(), force=force)
         return None
     if fmt == "csv":
         text = csv_text(df)
@@ -72,10 +78,14 @@ def write(df: pd.DataFrame, fmt: str, output: str | None) -> str | None:
     else:
         text = markdown(df)
     if output:
-        try:
-            with open(output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise InputError(f"cannot write {output}: {e.strerror}", field="--output") from None
+        write_atomic(Path(output), text, force=force)
         return None
     return text
+
+
+def require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise InputError("parquet needs pyarrow: pip install 'kvplan[parquet]'",
+                         field="--format") from None

@@ -12,12 +12,21 @@ from ..core.errors import InputError
 
 
 def refuse_existing(path: Path, force: bool, flag: str = "--output") -> None:
-    """Fail before any work is done when ``path`` exists and ``force`` is not given."""
+    """Fail before any work is done when ``path`` exists and ``force`` is not given, or is
+    anything but a regular file (a device, a FIFO, a folder: never replaced, even with
+    ``force``)."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise InputError(f"{path} is not a regular file; kvplan replaces only regular files",
+                         field=flag)
     if path.exists() and not force:
         raise InputError(f"{path} exists; pass --force to overwrite it", field=flag)
 
 
 def write_atomic(path: Path, data: str | bytes, *, force: bool = False, flag: str = "--output") -> Path:
+    """Write ``data`` to ``path`` whole or not at all: a temporary file beside it, flushed to
+    disk, then published by name; the temporary file is removed on any failure."""
+    path = Path(path)
+    refuse_existing(path, force, flag)
     folder = path.parent if str(path.parent) else Path(".")
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
@@ -27,6 +36,8 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False, flag: st
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
