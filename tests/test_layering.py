@@ -164,7 +164,9 @@ def test_size_command_path_stays_light():
         assert banned not in mods, banned
 
 
-def test_plan_command_needs_no_pandas_numpy_or_matplotlib(tmp_path):
+def test_plan_command_needs_no_pandas_or_matplotlib(tmp_path):
+    """numpy evaluates each candidate over the sampled requests (issue 15: plan speed), so the
+    plan command may load it; pandas, matplotlib and torch stay out."""
     example = Path(__file__).resolve().parent.parent / "examples" / "chat-shared-prompt.yaml"
     mods = loaded_after(
         "from kvplan.cli.main import run\n"
@@ -173,7 +175,7 @@ def test_plan_command_needs_no_pandas_numpy_or_matplotlib(tmp_path):
         f"    assert run(['plan', {str(example)!r}, '--format', 'html', '--samples', '50']) == 0\n"
     )
     for banned in HEAVY:
-        assert banned not in mods, banned
+        assert banned == "numpy" or banned not in mods, banned
 
 
 def test_the_public_api_answers_from_kvplan_itself():

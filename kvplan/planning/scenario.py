@@ -19,7 +19,7 @@ from .fit import plan_fit
 from .fit_types import Draft, FitRequest, FitResult
 from .model_limits import check_context, limit_words
 from .perf_model import step_model, with_speculation
-from .scenario_eval import Evaluation, Fleet, evaluate
+from .scenario_eval import Evaluation, Fleet, RequestArrays, evaluate
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     from ..loaders.hardware import load_gpu
 
     gpus = [load_gpu(g) for g in sc.hardware.gpus]
+    arrays = RequestArrays.of(kept)  # once: every candidate reads the same requests
     outcomes: list[Outcome] = []
     skipped: list[Skipped] = []
     s = sc.serving
@@ -192,7 +193,8 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         price = (sc.hardware.prices_usd_per_gpu_hour.get(gpu.key) or sc.hardware.price_usd_per_gpu_hour
                  or gpu.price_usd_per_gpu_hour)
         fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
-        ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens)
+        ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens,
+                      arrays=arrays)
         r = replace(r, notes=tuple(_scenario_words(n) for n in r.notes))
         launch = launch_commands(r, ev.batch) if ev.batch else {}
         outcomes.append(Outcome(cand, r, sm, eff, ev, price, launch))

@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+import numpy as np
+
 from ..core.perf import StepModel, host_ttft_s, prefill_s, tpot_s
 from ..core.scenario_spec import Extras, Slo, Tier
 from ..core.workload import Request, Workload, quantile
@@ -98,6 +100,83 @@ def prefill_tokens(req: Request, w: Workload, block: int) -> int:
     return max(req.context_tokens - cached, 1)
 
 
+@dataclass(frozen=True, eq=False)
+class RequestArrays:
+    """The sampled requests as integer arrays (one entry per request), built once per
+    workload so that each candidate is evaluated with numpy instead of a loop per request."""
+
+    shared: np.ndarray
+    cached_history: np.ndarray
+    new: np.ndarray
+    context: np.ndarray
+    output: np.ndarray
+    thinking: np.ndarray
+    peak: np.ndarray
+    final: np.ndarray
+    #: per-length sums shared by candidates that differ only in the GPU (``_length_sums``)
+    memo: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, requests: list[Request]) -> RequestArrays:
+        cols = np.array([(x.shared_tokens, x.cached_history_tokens, x.new_tokens,
+                          x.context_tokens, x.output_tokens, x.thinking_tokens)
+                         for x in requests], dtype=np.int64).reshape(-1, 6)
+        shared, hist, new, ctx, out, think = (cols[:, i] for i in range(6))
+        return cls(shared, hist, new, ctx, out, think, ctx + out - 1, ctx + out)
+
+
+def nearest_rank(values: np.ndarray, q: float):
+    """``kvplan.core.workload.quantile`` of an array (the same nearest rank), as a Python
+    number."""
+    k = max(math.ceil(Fraction(str(q)) * len(values) / 100), 1)
+    return np.partition(values, k - 1)[k - 1].item()
+
+
+def prefill_token_array(a: RequestArrays, w: Workload, block: int) -> np.ndarray:
+    """``prefill_tokens`` of every request at once."""
+    if w.prefix_cache_hit_rate:
+        total = a.shared + a.new
+        return np.maximum(total - np.floor(w.prefix_cache_hit_rate * total).astype(np.int64), 1)
+    cached = (a.shared + a.cached_history) // block * block
+    return np.maximum(a.context - cached, 1)
+
+
+def _length_sums(r: FitResult, a: RequestArrays, peaks: np.ndarray, prefix: int, usage
+                 ) -> tuple[np.ndarray, list[int], int]:
+    """(distinct block-rounded peak lengths, each pool's private units summed over the
+    requests, the per-GPU bytes summed over the requests): one call per distinct length.
+    Candidates that differ only in the GPU hold the same per-length amounts (the pool sizes
+    differ, not what a sequence takes), so the sums are kept in ``a.memo`` under everything
+    they depend on: the engine's rules, block, prefix, pipeline split, layer costs, pool
+    layers and groups."""
+    fp = r.footprint
+    key = (r.layout.label, r.block_size_tokens, prefix, int(peaks[0] - a.peak[0]), r.request.pp,
+           tuple(tuple(layer) for layer in fp.layer_costs),
+           tuple(tuple(layer) for layer in r.draft_footprint.layer_costs)
+           if r.draft_footprint else None,
+           tuple((p.pool_layers, p.pool_groups) for p in r.stages))
+    hit = a.memo.get(key)
+    if hit is not None:
+        return hit
+    distinct, counts = np.unique(_round_keys(r, peaks), return_counts=True)
+    sb = _seq_bytes(r)
+    totals = [0] * len(usage(int(distinct[0])))
+    bytes_total = 0
+    for k, c in zip(distinct.tolist(), counts.tolist(), strict=True):
+        for i, u in enumerate(usage(k)):
+            totals[i] += u.private * c
+        bytes_total += sb[k] * c
+    a.memo[key] = out = (distinct, totals, bytes_total)
+    return out
+
+
+def _by_distinct(keys: np.ndarray, fn) -> tuple[np.ndarray, list]:
+    """(index of each entry's distinct key, fn of each distinct key): one call per distinct
+    length instead of one per request."""
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    return inverse, [fn(int(k)) for k in distinct]
+
+
 class _Memo(dict):
     def __init__(self, fn):
         super().__init__()
@@ -108,13 +187,22 @@ class _Memo(dict):
         return v
 
 
+def _has_windows(r: FitResult) -> bool:
+    return any(c.window_tokens is not None and c.policy != "all" and not c.state_bytes_per_rank
+               for layer in r.footprint.layer_costs for c in layer)
+
+
 def _length_key(r: FitResult):
     """n -> the n that holds the same blocks: with full attention only (no windows), every
     length inside one block holds the same, so lengths are rounded up to whole blocks."""
     block = r.block_size_tokens
-    windows = any(c.window_tokens is not None and c.policy != "all" and not c.state_bytes_per_rank
-                  for layer in r.footprint.layer_costs for c in layer)
-    return (lambda n: n) if windows else (lambda n: -(-n // block) * block)
+    return (lambda n: n) if _has_windows(r) else (lambda n: -(-n // block) * block)
+
+
+def _round_keys(r: FitResult, n: np.ndarray) -> np.ndarray:
+    """``_length_key`` of every entry of ``n``."""
+    block = r.block_size_tokens
+    return n if _has_windows(r) else -(-n // block) * block
 
 
 class _ByLength(_Memo):
@@ -178,17 +266,18 @@ def _slots(gpus_per_node: int, nodes: int, per_replica: int) -> int:
 
 
 def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, slo: Slo,
-             fleet: Fleet, extras: Extras, lookahead: int = 0) -> Evaluation:
+             fleet: Fleet, extras: Extras, lookahead: int = 0,
+             arrays: RequestArrays | None = None) -> Evaluation:
+    """``arrays``: ``RequestArrays.of(requests)``, passed in when many candidates share the
+    workload (each then costs numpy passes over the requests and one call per distinct length)."""
+    a = arrays if arrays is not None else RequestArrays.of(requests)
     block, q = r.block_size_tokens, slo.percentile
     reasons: list[str] = []
     prefix = w.shared_prefix_tokens
-    peaks = [x.peak_tokens + lookahead for x in requests]
-    uses = _ByLength(r, pool_usage_fn(r, prefix))
-    pools = uses[peaks[0]]
-    totals = [0] * len(pools)
-    for n in peaks:
-        for i, u in enumerate(uses[n]):
-            totals[i] += u.private
+    usage = pool_usage_fn(r, prefix)
+    peaks = a.peak + lookahead
+    distinct, totals, bytes_total = _length_sums(r, a, peaks, prefix, usage)
+    pools = usage(int(distinct[0]))
     means = tuple(Fraction(t, len(peaks)) for t in totals)
     conc = min((math.floor((p.capacity - p.shared) / m) if m > 0 else 10**9)
                for p, m in zip(pools, means, strict=True))
@@ -207,20 +296,16 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         reasons.append("the pool holds no request of this mix")
     cap = min(conc, r.max_num_seqs)
 
-    out_total = sum(x.output_tokens for x in requests)
+    out_total = int(a.output.sum())
     mean_out = out_total / len(requests)
-    decode_ctx = sum(x.output_tokens * (x.context_tokens + (x.output_tokens - 1) / 2)
-                     for x in requests) / out_total
-    n_q = quantile([x.final_tokens for x in requests], q)
+    # sum of out x (ctx + (out - 1) / 2), exactly: every term is a multiple of 1/2
+    decode_ctx = int((a.output * (2 * a.context + a.output - 1)).sum()) / 2 / out_total
+    n_q = nearest_rank(a.final, q)
 
     chunk = r.max_num_batched_tokens
-    pre = _Memo(lambda pc: float(prefill_s(sm, pc[0], chunk, pc[1])))
-
-    def prefill_time(x: Request) -> float:
-        p = prefill_tokens(x, w, block)
-        return pre[(p, x.context_tokens - p)]
-
-    pre_times = [prefill_time(x) for x in requests]
+    p_tokens = prefill_token_array(a, w, block)
+    pre_arr = np.asarray(prefill_s(sm, p_tokens, chunk, a.context - p_tokens), dtype=np.float64)
+    pre_times = pre_arr.tolist()
     mean_pre = sum(pre_times) / len(pre_times)
     disagg = extras.disagg_link_bytes_per_s
 
@@ -246,13 +331,17 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
                            f"length ({n_q:,} tokens), over the {limit * 1e3:g} ms limit")  # type: ignore[operator]
 
     sb = _seq_bytes(r)
-    transfer = [sb[x.context_tokens] / disagg for x in requests] if disagg else None
-    ttft_all = [a + b for a, b in zip(pre_times, transfer, strict=True)] if transfer else pre_times
+    transfer = None
+    ttft_arr = pre_arr
+    if disagg:
+        inverse, values = _by_distinct(a.context, lambda n: sb[n])
+        transfer_arr = np.array(values, dtype=np.float64)[inverse] / disagg
+        transfer = transfer_arr.tolist()
+        ttft_arr = pre_arr + transfer_arr
     if sm.efficiency.host_ttft_s or sm.efficiency.host_ttft_per_prompt_token_s:
         # the host's share (API server, tokeniser; calibrated) is not GPU time: TTFT only
-        ttft_all = [t + float(host_ttft_s(sm, x.new_tokens)) for t, x in
-                    zip(ttft_all, requests, strict=True)]
-    ttft = quantile(ttft_all, q)
+        ttft_arr = ttft_arr + np.asarray(host_ttft_s(sm, a.new), dtype=np.float64)
+    ttft = nearest_rank(ttft_arr, q)
     if slo.ttft_s is not None and ttft > slo.ttft_s:
         reasons.append(f"TTFT p{q:g} {ttft:.3f} s over the {slo.ttft_s:g} s limit")
 
@@ -312,13 +401,13 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
             headroom = min(headroom, 1 - rate * mean_pre / pre_need)
             fleet_headroom = min(fleet_headroom, 1 - rate * mean_pre / max(pre_inst, 1))
     hourly = gpus * fleet.price_usd_per_gpu_hour
-    mean_in = sum(x.context_tokens for x in requests) / len(requests)
+    mean_in = int(a.context.sum()) / len(requests)
     usd_out = usd_all = usd_req = None
     if rate > 0 and meets_rate:
         usd_req = hourly / 3600 / rate
         usd_out = usd_req / mean_out * 1e6
         usd_all = usd_req / (mean_in + mean_out) * 1e6
-    bytes_mean = sum(sb[n] for n in peaks) / len(peaks)
+    bytes_mean = bytes_total / len(peaks)
     ev = Evaluation(
         fits=fits, meets_slo=fits and batch >= 1 and (slo.ttft_s is None or ttft <= slo.ttft_s),
         meets_rate=meets_rate, reasons=tuple(reasons), memory_concurrency=conc, batch=batch,
@@ -330,12 +419,12 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         gpus_needed=want_gpus, nodes=nodes, usd_per_hour=hourly, usd_per_million_output_tokens=usd_out,
         usd_per_million_tokens=usd_all, usd_per_request=usd_req, headroom=headroom,
         fleet_headroom=fleet_headroom, kv_bytes_per_request_mean=bytes_mean,
-        kv_bytes_per_request_at_percentile=sb[quantile(peaks, q)])
-    thinking = sum(x.thinking_tokens for x in requests)
+        kv_bytes_per_request_at_percentile=sb[nearest_rank(peaks, q)])
+    thinking = int(a.thinking.sum())
     if thinking and batch:
         answer = (out_total - thinking) / len(requests)
-        ev = replace(ev, time_to_first_answer_token_s=quantile(
-            [t + x.thinking_tokens * tpot_mean for t, x in zip(ttft_all, requests, strict=True)], q),  # type: ignore[operator]
+        ev = replace(ev, time_to_first_answer_token_s=nearest_rank(
+            ttft_arr + a.thinking * tpot_mean, q),
             usd_per_million_answer_tokens=usd_req / answer * 1e6 if usd_req and answer else None)
     return _with_extras(ev, r, sm, requests, extras, sb, q, decode_ctx, transfer)
 
