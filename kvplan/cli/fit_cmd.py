@@ -123,6 +123,8 @@ def fit(
         "--require-fit", help="Exit 1 when the plan does not fit (default: exit 0 with the "
         "verdict).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column of the budget table, "
+                                       "however wide.")] = False,
     revision: Revision = None,
     token: Token = None,
     refresh: Refresh = False,
@@ -190,7 +192,7 @@ def fit(
     def render() -> None:
         from .render_fit import render_fit
 
-        render_fit(result)
+        render_fit(result, wide)
 
     emit(m.warnings, as_json, lambda: fit_record(result), render)
     if require_fit and not result.fits:

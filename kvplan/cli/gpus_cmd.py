@@ -34,6 +34,7 @@ def gpu_record(g: GpuSpec) -> dict:
 
 def gpus(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column, however wide.")] = False,
 ) -> None:
     """List the known GPUs (use a key or alias as --gpu, or pass your own YAML file)."""
     from ..core.units import GiB
@@ -44,35 +45,38 @@ def gpus(
     if as_json:
         typer.echo(strict_json.dumps([gpu_record(g) for g in specs], indent=2))
         return
-    from rich.table import Table
-
     from .render import console
+    from .tables import Col, print_table
 
-    table = Table(title=f"{len(specs)} GPUs (memory: marketed label, and the total the driver "
-                  "reports to programs, which budgets start from)", title_justify="left")
-    cols = ("key", "arch", "marketed", "driver total", "HBM TB/s", "bf16 TFLOP/s", "fp8", "fp4",
-            "KV natively", "link GB/s/dir", "TDP W", "$/GPU-h")
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("key", "arch", "KV natively") else "right",
-                         no_wrap=True)
+    cols = [Col("key", "key", "left"), Col("arch", "num", "left", True, 1),
+            Col("marketed", optional=True, rank=0), Col("driver total"), Col("HBM TB/s"),
+            Col("bf16 TFLOP/s"), Col("fp8 TFLOP/s", optional=True, rank=3),
+            Col("fp4 TFLOP/s", optional=True, rank=2), Col("KV natively", "num", "left", True, 4),
+            Col("link GB/s/dir", optional=True, rank=1), Col("TDP W", optional=True, rank=0),
+            Col("$/GPU-h")]
 
     def tflops(g: GpuSpec, dtype: str) -> str:
         v = g.dense_flops_per_s.get(dtype)
         return f"{v / 1e12:,.0f}" if v else "-"
 
+    rows = []
     for g in specs:
         natives = sorted({f.split("_")[0] for f in g.native_kv_formats
                           if f not in ("fp32", "fp16", "bf16")})
-        table.add_row(
+        rows.append([
             g.key, g.architecture, g.memory_marketed_label,
             f"{g.memory_driver_total_bytes / GiB:.2f} GiB" + ("*" if g.memory_driver_total_basis
                                                             == "estimated" else ""),
             f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}", tflops(g, "bf16"), tflops(g, "fp8"),
             tflops(g, "fp4"), ", ".join(natives) or "16-bit only",
             f"{g.interconnect_bandwidth_bytes_per_s_per_direction / 1e9:,.0f}",
-            str(g.tdp_watts), f"{g.price_usd_per_gpu_hour:.2f}")
+            str(g.tdp_watts), f"{g.price_usd_per_gpu_hour:.2f}"])
     out = console()
-    out.print(table)
+    shown = print_table(out, cols, rows, wide=wide, title=f"{len(specs)} GPUs (memory: marketed "
+                        "label, and the total the driver reports to programs, which budgets "
+                        "start from)")
+    if len(shown) < len(cols):
+        out.print("more columns: --wide (or a wider terminal); every figure: --json", style="dim")
     out.print("* estimated driver total (no published measurement found; see the YAML's "
               "driver_total_note). Dense FLOP/s (no sparsity). TB/s, GB/s and TFLOP/s are "
               "decimal (10^12, 10^9); GiB is 2^30.", style="dim")

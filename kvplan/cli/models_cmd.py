@@ -10,6 +10,7 @@ import typer
 
 def models(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column, however wide.")] = False,
 ) -> None:
     """List the built-in models (use a name or alias as MODEL)."""
     from ..core.units import ceil_bytes
@@ -34,16 +35,17 @@ def models(
     if as_json:
         typer.echo(strict_json.dumps(rows, indent=2))
         return
-    from rich.table import Table
-
     from .render import console
+    from .tables import Col, print_table
 
-    table = Table(title=f"{len(rows)} built-in models (KV bytes per token over every attention layer, "
-                  "model dtype, vLLM main or the last vLLM release that serves the model; "
-                  "windowed layers stop growing at their window)", title_justify="left")
-    for col in ("name", "hub id", "family", "cache layers", "KV B/token", "engine"):
-        table.add_column(col, justify="right" if col == "KV B/token" else "left")
-    for r in rows:
-        table.add_row(r["name"], r["hub_id"] or "", r["family"], r["layers"],
-                      f"{r['bytes_per_token']:,}", r["engine"])
-    console().print(table)
+    cols = [Col("name", "key", "left"), Col("hub id", "num", "left", True, 2),
+            Col("family", "num", "left", True, 1), Col("cache layers", "prose", "left"),
+            Col("KV B/token"), Col("engine", "num", "left", True, 0)]
+    out = console()
+    shown = print_table(out, cols, [[r["name"], r["hub_id"] or "", r["family"], r["layers"],
+                                     f"{r['bytes_per_token']:,}", r["engine"]] for r in rows],
+                        wide=wide, title=f"{len(rows)} built-in models (KV bytes per token over "
+                        "every attention layer, model dtype, vLLM main or the last vLLM release "
+                        "that serves the model; windowed layers stop growing at their window)")
+    if len(shown) < len(cols):
+        out.print("more columns: --wide (or a wider terminal); every field: --json", style="dim")

@@ -37,6 +37,8 @@ def plan(
                                           "percentiles.")] = 0,
     require_fit: Annotated[bool, typer.Option(
         "--require-fit", help="Exit 1 when no configuration fits and meets the SLOs and rate.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column of the terminal table, "
+                                       "however wide.")] = False,
 ) -> int:
     """Plan a workload: every candidate configuration ranked, replicas, cost, launch line."""
     from ..loaders.scenario_yaml import load_scenario
@@ -61,7 +63,7 @@ def plan(
     if fmt == "terminal" and output is None:
         from .render_plan import render_plan
 
-        render_plan(rep)
+        render_plan(rep, wide)
     else:
         text = _text(rep, fmt)
         if output is None:

@@ -11,10 +11,20 @@ from ..core.units import ceil_bytes, format_bytes, format_int, format_tokens
 from ..planning.footprint import Footprint
 
 
+def terminal_width() -> int | None:
+    """``COLUMNS`` when set to a sane width (20 to 1000), else None (the terminal's own)."""
+    import os
+
+    raw = os.environ.get("COLUMNS", "").strip()
+    if raw.isdigit() and 20 <= int(raw) <= 1000:
+        return int(raw)
+    return None
+
+
 def console() -> Console:
-    """A console that is 120 columns wide when writing to a file or pipe (rich's default
-    there, 80, would fold the tables)."""
-    width = None if sys.stdout.isatty() else 120
+    """A console as wide as ``COLUMNS`` when it is set, else the terminal, else 120 columns
+    for a file or pipe (rich's default there, 80, would fold the tables)."""
+    width = terminal_width() or (None if sys.stdout.isatty() else 120)
     # No markup or emoji parsing: model names and paths are printed as they are (a config path
     # with "[...]" in it must not be read as a style), and rich's emoji table is not loaded.
     return Console(highlight=False, soft_wrap=False, width=width, markup=False, emoji=False)

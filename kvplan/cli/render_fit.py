@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from ..core.units import GiB, format_tokens
 from ..planning.fit_types import FitResult
 from ..planning.launch import launch_plan, sequence_note
 from .render import console
+from .tables import Col, print_table
 
 
 def _gib(n: int) -> str:
     return f"{n / GiB:,.2f} GiB"
 
 
-def render_fit(r: FitResult) -> None:
+def render_fit(r: FitResult, wide: bool = False) -> None:
     out = console()
     req, b = r.request, r.budget
     m = req.model
@@ -37,15 +36,14 @@ def render_fit(r: FitResult) -> None:
                   f"{ck['params_total'] - counted:+,}")
     out.print(b.rules, style="dim")
     stage = min(r.stages, key=lambda s: s.budget.kv_pool_bytes).stage
-    t = Table(title=f"Memory budget per GPU (stage {stage} of {len(r.stages)}; GiB = 2^30 B)",
-              title_justify="left")
-    for col in ("term", "bytes", "GiB", "how", "override"):
-        t.add_column(col, justify="right" if col in ("bytes", "GiB") else "left")
-    for term in b.terms:
-        mark = " (given)" if term.overridden else ""
-        t.add_row(term.label + mark, f"{term.bytes:,}", _gib(term.bytes).removesuffix(" GiB"),
-                  term.how, term.flag)
-    out.print(t)
+    cols = [Col("term", "key", "left"), Col("bytes"), Col("GiB"), Col("how", "prose", "left"),
+            Col("override", "key", "left", True, 0)]
+    body = [[term.label + (" (given)" if term.overridden else ""), f"{term.bytes:,}",
+             _gib(term.bytes).removesuffix(" GiB"), term.how, term.flag] for term in b.terms]
+    shown = print_table(out, cols, body, wide=wide, title=f"Memory budget per GPU (stage "
+                        f"{stage} of {len(r.stages)}; GiB = 2^30 B)")
+    if len(shown) < len(cols):
+        out.print("the flag that overrides each term: --wide (or a wider terminal)", style="dim")
     blocks = min((s.num_blocks for s in r.stages if s.num_blocks is not None), default=None)
     pool = f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {r.kv_pool_tokens:,} tokens"
     groups = max((s.groups for s in r.stages), default=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich import box
-from rich.table import Table
 
 from ..planning.scenario import PlanReport
 from ..report.plan_report import (
@@ -18,27 +17,34 @@ from ..report.plan_report import (
     workload_lines,
 )
 from .render import console
+from .tables import Col, print_table
 
 
-def render_plan(rep: PlanReport) -> None:
+def render_plan(rep: PlanReport, wide: bool = False) -> None:
     out = console()
     out.print(f"kvplan plan: {rep.scenario.name}", style="bold")
     for line in workload_lines(rep):
         out.print(line, style="dim")
-    t = Table(title="Configurations, best first ($/request and more: --format markdown/json)",
-              title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     head = headers(rep)
     drop = {"$/request"} | ({"engine"} if len(rep.scenario.serving.engines) == 1 else set())
     keep = [i for i, h in enumerate(head) if h not in drop]
     short = {"TP x PP": "TPxPP", "fits (req)": "fits", "replicas": "repl", "$/hour": "$/h",
              "$/M out tok": "$/Mtok out"}
+    # dropped first when the terminal is narrow (lowest rank first); the rest always show
+    optional = {"$/h": 0, "headroom": 1, "repl": 2, "fits": 3, "batch": 4}
+    cols = []
     for i in keep:
         h = short.get(head[i], head[i])
-        t.add_column(h, justify="left" if h in ("GPU", "engine", "KV", "status") else "right",
-                     no_wrap=True)
-    for o, r in zip(rep.outcomes, rows(rep), strict=True):
-        t.add_row(*(r[i] for i in keep), style="green" if o.evaluation.ok else None)
-    out.print(t)
+        role = "key" if h in ("GPU", "engine", "KV") else "num"
+        cols.append(Col(h, role, "left" if h in ("GPU", "engine", "KV", "status") else "right",
+                        h in optional, optional.get(h, 0)))
+    body = [[r[i] for i in keep] for r in rows(rep)]
+    shown = print_table(out, cols, body, wide=wide, box=box.SIMPLE_HEAD,
+                        title="Configurations, best first ($/request and more: --format "
+                        "markdown/json)",
+                        row_styles=["green" if o.evaluation.ok else None for o in rep.outcomes])
+    if len(shown) < len(cols):
+        out.print("more columns: --wide (or a wider terminal)", style="dim")
     out.print(headline(rep), style="bold")
     if rep.outcomes:
         top = rep.outcomes[0]
