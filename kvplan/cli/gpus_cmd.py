@@ -27,7 +27,9 @@ def gpu_record(g: GpuSpec) -> dict:
             g.interconnect_bandwidth_bytes_per_s_per_direction,
         "pcie_generation": g.pcie_generation,
         "pcie_bandwidth_bytes_per_s_per_direction": g.pcie_bandwidth_bytes_per_s_per_direction,
+        "dense_flops_accumulate": dict(g.flops_accumulate),
         "tdp_watts": g.tdp_watts, "price_usd_per_gpu_hour": g.price_usd_per_gpu_hour,
+        "price_source": g.price_source, "price_as_of": g.price_as_of,
         "source": g.source,
     }
 
@@ -77,6 +79,12 @@ def gpus(
                         "start from)")
     if len(shown) < len(cols):
         out.print("more columns: --wide (or a wider terminal); every figure: --json", style="dim")
+    out.print("$/GPU-h: on-demand list prices (a default; override with --price or the "
+              "scenario's price): " + "; ".join(
+                  f"{g.key} {g.price_source}, {g.price_as_of}" for g in specs), style="dim")
+    fp16_acc = [g.key for g in specs if "fp16" in g.flops_accumulate.values()]
     out.print("* estimated driver total (no published measurement found; see the YAML's "
-              "driver_total_note). Dense FLOP/s (no sparsity). TB/s, GB/s and TFLOP/s are "
-              "decimal (10^12, 10^9); GiB is 2^30.", style="dim")
+              "driver_total_note). Dense FLOP/s (no sparsity), every figure at FP32 accumulate "
+              "(INT8 at INT32)" + (f" except where --json dense_flops_accumulate says fp16 "
+                                   f"({', '.join(fp16_acc)})" if fp16_acc else "")
+              + ". TB/s, GB/s and TFLOP/s are decimal (10^12, 10^9); GiB is 2^30.", style="dim")

@@ -41,6 +41,10 @@ class GpuSpec:
     aliases: tuple[str, ...] = ()
     memory_smi_total_mib: int | None = None  # nvidia-smi's memory.total (driver total + reserve)
     price_note: str = ""
+    price_source: str = ""  # who lists the price
+    price_as_of: str = ""  # when it was read
+    #: accumulate precision of each dense_flops_per_s figure (fp32, fp16 or int32)
+    flops_accumulate: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     driver_total_note: str = ""
     sources: dict[str, str] = field(default_factory=dict, hash=False)
     efficiency: dict[str, object] = field(default_factory=dict, hash=False)  # YAML overrides

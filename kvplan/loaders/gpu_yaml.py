@@ -93,6 +93,11 @@ class GpuFile(_Strict):
     tdp_watts: PositiveInt
     price_usd_per_gpu_hour: Annotated[float, Field(gt=0, strict=False)]
     price_note: Text
+    price_source: Text | None = None  # who lists the price (shown beside it)
+    price_as_of: Text | None = None  # when it was read
+    #: the accumulate precision of each dense_flops_per_s figure (default: fp32 for floating
+    #: point, int32 for int8: the full-rate datacenter figures)
+    flops_accumulate: dict[Literal[FLOP_DTYPES], Literal["fp32", "fp16", "int32"]] = {}  # type: ignore[valid-type]
     sources: Sources
     efficiency: EfficiencyYaml | None = None
 
@@ -100,6 +105,10 @@ class GpuFile(_Strict):
     def _checks(self) -> GpuFile:
         if "bf16" not in self.dense_flops_per_s:
             raise ValueError("dense_flops_per_s needs a bf16 entry")
+        extra = set(self.flops_accumulate) - set(self.dense_flops_per_s)
+        if extra:
+            raise ValueError(f"flops_accumulate names {', '.join(sorted(extra))}, which "
+                             "dense_flops_per_s does not list")
         for name in self.native_kv_formats:
             try:
                 parse_format(name)
@@ -133,6 +142,9 @@ def gpu_from_file(path: Path) -> GpuSpec:
         pcie_bandwidth_bytes_per_s_per_direction=f.pcie.bandwidth_bytes_per_s_per_direction,
         tdp_watts=f.tdp_watts, price_usd_per_gpu_hour=f.price_usd_per_gpu_hour,
         price_note=f.price_note, sources=f.sources.model_dump(), source=str(path),
+        price_source=f.price_source or f.price_note, price_as_of=f.price_as_of or "",
+        flops_accumulate={d: f.flops_accumulate.get(d, "int32" if d == "int8" else "fp32")  # type: ignore[call-overload]
+                          for d in f.dense_flops_per_s},
         efficiency={k: v for k, v in (f.efficiency.model_dump() if f.efficiency else {}).items()
                     if v is not None},
     )

@@ -213,6 +213,25 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                       model.standard_attention_assumed, simulation)
 
 
+def _price_lines(sc: Scenario, outcomes: list[Outcome]) -> list[str]:
+    """Where each GPU's price comes from: the scenario, or the GPU spec's list price with its
+    source and date."""
+    out, seen = [], set()
+    for o in outcomes:
+        g = o.candidate.gpu
+        if g.key in seen:
+            continue
+        seen.add(g.key)
+        if sc.hardware.prices_usd_per_gpu_hour.get(g.key) or sc.hardware.price_usd_per_gpu_hour:
+            out.append(f"Price {g.key}: ${o.price_usd_per_gpu_hour:.2f} per GPU-hour, from the "
+                       "scenario.")
+        else:
+            out.append(f"Price {g.key}: ${o.price_usd_per_gpu_hour:.2f} per GPU-hour, the spec's "
+                       f"list price ({g.price_source}, {g.price_as_of}); set "
+                       "hardware.price_usd_per_gpu_hour for your own.")
+    return out
+
+
 def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = None) -> list[str]:
     w, q = sc.workload, sc.slo.percentile
     from ..loaders.hf_config import ASSUME_FLAG
@@ -238,6 +257,7 @@ def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = Non
         "The fleet is whole nodes and every GPU in it is billed; $/token is at the demanded rate. "
         "Headroom is the spare capacity of the replicas needed; fleet headroom counts every "
         "replica slot of the billed nodes.",
+        *_price_lines(sc, outcomes),
     ]
     if any(o.candidate.pp > 1 for o in outcomes):
         out.append("Pipeline parallelism: no micro-batch overlap (TPOT = pp x the stage's step), "
