@@ -251,20 +251,21 @@ def test_deepseek_v2_lite_mla_h100():
     act, over = 2 * GiB, GiB
     pool = vllm_usable(H100, 92) - weights - act - over
     # MLA caches one latent of kv_lora_rank + qk_rope_head_dim = 512 + 64 = 576 elements per
-    # layer per token (no K/V factor 2), bf16; FlashMLA forces 64-token blocks on Hopper.
-    page = 64 * 576 * 2
-    assert page == 73_728
+    # layer per token (no K/V factor 2), bf16; vLLM (>= 0.18) runs FlashAttention-3 MLA on Hopper
+    # with a bf16 cache: 16-token blocks (kvplan.engines.vllm_mla).
+    page = 16 * 576 * 2
+    assert page == 18_432
     nb = pool // page // 27
     r = plan("deepseek-v2-lite", "h100-sxm", context_tokens=32768, activation_memory_bytes=act,
              overhead_memory_bytes=over)
-    assert r.block_size_tokens == 64
+    assert r.block_size_tokens == 16
     assert r.budget.weights_bytes == weights
     assert r.budget.kv_pool_bytes == pool
     assert r.stages[0].num_blocks == nb
-    assert r.kv_pool_tokens == nb * 64
+    assert r.kv_pool_tokens == nb * 16
     assert r.per_sequence_bytes == 32768 * 27 * 576 * 2
-    assert r.max_concurrency == nb // cdiv(32768, 64)  # 512 blocks per sequence
-    assert r.engine_max_concurrency == pytest.approx(nb / 512)
+    assert r.max_concurrency == nb // cdiv(32768, 16)  # 2,048 blocks per sequence
+    assert r.engine_max_concurrency == pytest.approx(nb / 2048)
     assert r.params_total == weights // 2
     # active: the 26 MoE layers run 6 of 64 routed experts
     routed = 26 * 64 * 3 * 1408 * 2048
@@ -273,7 +274,7 @@ def test_deepseek_v2_lite_mla_h100():
 
 def test_mla_latent_is_replicated_on_every_tp_rank():
     pool = 30 * GiB
-    blocks = pool // (64 * 576 * 2) // 27  # same page on every rank, whatever the TP degree
+    blocks = pool // (16 * 576 * 2) // 27  # same page on every rank, whatever the TP degree
     for tp in (1, 2, 4):
         r = plan("deepseek-v2-lite", "h100-sxm", tp=tp, context_tokens=8192, kv_cache_memory_bytes=pool)
         assert r.budget.kv_pool_bytes == pool
@@ -313,16 +314,16 @@ def test_deepseek_v3_fp8_block_tp8_h200_128k():
     weights = deepseek_v3_fp8_block_bytes_tp8()
     act, over = 4 * GiB, 4 * GiB
     pool = vllm_usable(H200, 92) - weights - act - over
-    page = 64 * (512 + 64) * 2  # latent, bf16 KV, FlashMLA's 64-token block
+    page = 16 * (512 + 64) * 2  # latent, bf16 KV: FlashAttention-3 MLA's 16-token block
     nb = pool // page // 61
     r = plan("deepseek-v3", "h200-sxm", tp=8, context_tokens=131072, activation_memory_bytes=act,
              overhead_memory_bytes=over)
-    assert r.block_size_tokens == 64
+    assert r.block_size_tokens == 16
     assert r.budget.weights_bytes == weights
     assert r.budget.kv_pool_bytes == pool
-    assert r.kv_pool_tokens == nb * 64
-    assert r.max_concurrency == nb // (131072 // 64)
-    assert r.engine_max_concurrency == pytest.approx(nb / 2048)
+    assert r.kv_pool_tokens == nb * 16
+    assert r.max_concurrency == nb // (131072 // 16)
+    assert r.engine_max_concurrency == pytest.approx(nb / 8192)
     assert r.per_sequence_bytes == 131072 * 61 * 1152
     assert r.fits
 

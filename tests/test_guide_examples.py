@@ -67,10 +67,10 @@ def test_scenario1_fp8_tp2_and_shared_prefix(capsys):
 
 def test_scenario2_deepseek_v2_lite_vs_llama3_8b(capsys):
     d = _fit(capsys, "deepseek-v2-lite", "--gpu", "h200", "--weight-dtype", "fp8", "-c", "128k")
-    assert d["block_size_tokens"] == 64  # FlashMLA on Hopper
+    assert d["block_size_tokens"] == 16  # FlashAttention-3 MLA on Hopper, bf16 KV (vLLM >= 0.18)
     assert d["per_sequence_bytes"] == 131072 * (512 + 64) * 27 * 2  # 31,104 B per token
-    blocks = d["memory"]["kv_pool_bytes"] // (64 * 576 * 2 * 27)
-    assert d["max_concurrency"] == blocks // (131072 // 64) == 29
+    blocks = d["memory"]["kv_pool_bytes"] // (16 * 576 * 2 * 27)
+    assert d["max_concurrency"] == blocks // (131072 // 16) == 29
     d8 = _fit(capsys, "llama-3.1-8b", "--gpu", "h200", "--weight-dtype", "fp8", "--kv-dtype", "fp8",
               "-c", "128k")
     assert d8["per_sequence_bytes"] == 131072 * 2 * 32 * 8 * 128 == 8 * GiB

@@ -79,17 +79,18 @@ def test_guide_2_mla_on_one_h200():
     rep = plan("guide-2-h200-mla-128k.yaml")
     o = by(rep)
     # DeepSeek-V2-Lite: 27 layers, latent kv_lora_rank 512 + rope 64, bf16: 27 x 576 x 2 =
-    # 31,104 B per token (the guide guessed ~10 KB); vLLM uses 64-token blocks for MLA on Hopper
-    assert o.fit.block_size_tokens == 64
-    nb = blocks_in_pool(o, 64 * 31_104)
-    per_request = 131_072 // 64  # 126,976 + 4,096 tokens
+    # 31,104 B per token (the guide guessed ~10 KB); vLLM (>= 0.18) uses 16-token blocks for MLA
+    # on Hopper with a bf16 cache (FlashAttention-3 MLA)
+    assert o.fit.block_size_tokens == 16
+    nb = blocks_in_pool(o, 16 * 31_104)
+    per_request = 131_072 // 16  # 126,976 + 4,096 tokens
     conc = nb // per_request
     e = o.evaluation
     assert e.memory_concurrency == conc and conc < 95  # the guide's ~95 does not fit
     assert e.replicas_needed == math.ceil(95 / conc)
     assert e.gpus == e.replicas_needed and e.nodes == e.replicas_needed  # one GPU per node
     assert e.usd_per_hour == pytest.approx(e.gpus * 4.59)
-    assert e.kv_bytes_per_request_mean == per_request * 64 * 31_104
+    assert e.kv_bytes_per_request_mean == per_request * 16 * 31_104
 
 
 def test_guide_3_one_million_tokens_on_b200():

@@ -41,6 +41,7 @@ class GpuSpec:
     aliases: tuple[str, ...] = ()
     memory_smi_total_mib: int | None = None  # nvidia-smi's memory.total (driver total + reserve)
     price_note: str = ""
+    compute_capability: str = ""  # CUDA "major.minor" or AMD "gfx..." (kernel choice)
     price_source: str = ""  # who lists the price
     price_as_of: str = ""  # when it was read
     #: accumulate precision of each dense_flops_per_s figure (fp32, fp16 or int32)

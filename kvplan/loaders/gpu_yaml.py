@@ -83,6 +83,9 @@ class GpuFile(_Strict):
     name: Text
     vendor: Literal["nvidia", "amd", "intel"]
     architecture: Literal[ARCHITECTURES]  # type: ignore[valid-type]
+    #: CUDA compute capability ("9.0") or AMD gfx target ("gfx942"); engines pick kernels by it.
+    #: Optional except on Blackwell, whose datacenter (10.x) and consumer (12.x) parts differ.
+    compute_capability: Annotated[str, Field(pattern=r"^(\d{1,2}\.\d{1,2}|gfx[0-9a-f]{3,4})$")] | None = None
     aliases: list[Text] = []
     memory: Memory
     hbm_bandwidth_bytes_per_s: PositiveInt
@@ -105,6 +108,9 @@ class GpuFile(_Strict):
     def _checks(self) -> GpuFile:
         if "bf16" not in self.dense_flops_per_s:
             raise ValueError("dense_flops_per_s needs a bf16 entry")
+        if self.architecture == "blackwell" and self.compute_capability is None:
+            raise ValueError("compute_capability is needed on Blackwell (10.0 datacenter, 12.0 "
+                             "GeForce): the engines choose kernels by it")
         extra = set(self.flops_accumulate) - set(self.dense_flops_per_s)
         if extra:
             raise ValueError(f"flops_accumulate names {', '.join(sorted(extra))}, which "
@@ -115,6 +121,11 @@ class GpuFile(_Strict):
             except KvplanError as e:
                 raise ValueError(f"native_kv_formats: {e.detail}") from None
         return self
+
+
+#: the compute capability of an architecture with one (a GPU YAML may say its own)
+DEFAULT_CAPABILITY = {"ampere": "8.0", "ada": "8.9", "hopper": "9.0", "blackwell": "",
+                      "cdna2": "gfx90a", "cdna3": "gfx942", "cdna4": "gfx950"}
 
 
 def gpu_from_file(path: Path) -> GpuSpec:
@@ -128,6 +139,7 @@ def gpu_from_file(path: Path) -> GpuSpec:
     m = f.memory
     return GpuSpec(
         key=path.stem, name=f.name, vendor=f.vendor, architecture=f.architecture,
+        compute_capability=f.compute_capability or DEFAULT_CAPABILITY[f.architecture],
         aliases=tuple(f.aliases), memory_kind=m.kind, memory_marketed_label=m.marketed_label,
         memory_marketed_bytes=m.marketed_bytes, memory_driver_total_bytes=m.driver_total_bytes,
         memory_driver_total_basis=m.driver_total_basis, driver_total_note=m.driver_total_note,

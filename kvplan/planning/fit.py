@@ -37,8 +37,6 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
     block = req.block_size_tokens
     if layout.name != "vllm":
         return (block or layout.default_block_size_tokens), notes
-    from ..engines.vllm_memory import mla_block_size
-
     kinds = {spec.kind for spec in model.cache_layers}
     if "indexer" in kinds:
         block = 64
@@ -46,11 +44,29 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
                      "get_supported_kernel_block_sizes [64]) on the latent and indexer caches"
                      + (f"; --block-size {req.block_size_tokens} does not apply"
                         if req.block_size_tokens not in (None, 64) else ""))
-    elif "mla" in kinds and block is None:
-        block = mla_block_size(req.gpu.architecture)
-        notes.append(f"vLLM forces {block}-token blocks for MLA on {req.gpu.architecture} "
-                     f"({'CUTLASS MLA' if block == 128 else 'FlashMLA'} backend)")
+    elif "mla" in kinds and not any(not s.grows and s.kind not in ("sliding_window", "chunked_local")
+                                    for s in model.cache_layers):  # hybrids: _hybrid_unify
+        mla = _mla_backend(req, layout, model)
+        if block is None or mla.forced:
+            if block not in (None, mla.block_tokens):
+                notes.append(f"--block-size {block} does not apply: {mla.rule}")
+            block = mla.block_tokens
+            notes.append(f"vLLM runs MLA on {req.gpu.name} with {mla.backend} ({block}-token "
+                         f"blocks): {mla.rule}")
     return (block or layout.default_block_size_tokens), notes
+
+
+def _mla_backend(req: FitRequest, layout: EngineLayout, model: Model):
+    """vLLM's dense-MLA backend on this GPU (``kvplan.engines.vllm_mla``)."""
+    from ..engines.vllm_mla import mla_backend
+
+    if not req.gpu.compute_capability:
+        raise InputError(f"{req.gpu.name}: the GPU spec names no compute_capability, which "
+                         "decides vLLM's MLA kernel and block size", field="--gpu")
+    fmt = resolve_formats(model, layout, req.kv_dtype).name
+    nope = next((getattr(s, "qk_nope_head_dim", None) for s in model.cache_layers
+                 if s.kind == "mla"), None)
+    return mla_backend(req.gpu.compute_capability, fmt.startswith("fp8"), layout.version, nope)
 
 
 def _hybrid_unify(fp_costs, layout, block, user_block, architecture: str
