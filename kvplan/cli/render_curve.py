@@ -40,6 +40,7 @@ def render_curve(result, plot: str | None) -> None:
                 cells.append(str(q.batch))
         t.add_row(*cells)
     out.print(t)
+    shared = len({(e.hbm_bandwidth, e.flops, e.source) for e in result.efficiencies}) == 1
     for s, e in zip(series, result.efficiencies, strict=True):
         notes = []
         if s.cliff_one is not None:
@@ -48,8 +49,14 @@ def render_curve(result, plot: str | None) -> None:
             notes.append(f"nothing fits from {format_tokens(s.cliff_zero)}")
         if s.fit_base is not None and s.fit_slope is not None:
             notes.append(f"fit: {s.fit_base:.4g} + {s.fit_slope * 1000:.4g} per 1k tokens of position")
-        notes.append(f"efficiency: HBM {e.hbm_bandwidth:.0%}, FLOP/s {e.flops:.0%} ({e.source})")
-        out.print(f"{s.label}: " + "; ".join(notes), style="dim")
+        if not shared:  # one line for every series when they share the efficiency
+            notes.append(f"efficiency: HBM {e.hbm_bandwidth:.0%}, FLOP/s {e.flops:.0%} ({e.source})")
+        if notes:
+            out.print(f"{s.label}: " + "; ".join(notes), style="dim")
+    if shared and result.efficiencies:
+        e = result.efficiencies[0]
+        out.print(f"efficiency (every series): HBM {e.hbm_bandwidth:.0%}, FLOP/s {e.flops:.0%} "
+                  f"({e.source})", style="dim")
     for a in result.assumptions:
         out.print(f"note: {a}", style="dim")
     if plot:
