@@ -3,6 +3,7 @@ write a commented starter scenario."""
 
 # No `from __future__ import annotations` (typer evaluates annotation strings at start-up).
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -57,7 +58,20 @@ def plan(
         raise InputError("expected 0 to 100,000 requests", field="--simulate")
     if output is not None:
         refuse_existing(output, force)
-    rep = run_scenario(load_scenario(scenario), seed=seed, samples=samples, simulate=simulate)
+    sc = load_scenario(scenario)
+    if sys.stderr.isatty() and fmt == "terminal":  # never in a pipe, a file or --format json
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        from .sweep_cmd import console_stderr
+
+        with Progress(TextColumn("planning candidates"), BarColumn(), MofNCompleteColumn(),
+                      console=console_stderr(), transient=True) as bar:
+            task = bar.add_task("plan", total=None)
+            rep = run_scenario(sc, seed=seed, samples=samples, simulate=simulate,
+                               progress=lambda done, total: bar.update(task, completed=done,
+                                                                       total=total))
+    else:
+        rep = run_scenario(sc, seed=seed, samples=samples, simulate=simulate)
     for w in rep.warnings:
         typer.echo(f"kvplan: warning: {w}", err=True)
     if fmt == "terminal" and output is None:

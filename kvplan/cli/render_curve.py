@@ -48,7 +48,14 @@ def render_curve(result, plot: str | None) -> None:
         if s.cliff_zero is not None:
             notes.append(f"nothing fits from {format_tokens(s.cliff_zero)}")
         if s.fit_base is not None and s.fit_slope is not None:
-            notes.append(f"fit: {s.fit_base:.4g} + {s.fit_slope * 1000:.4g} per 1k tokens of position")
+            unit = Y_UNITS.get(s.y, "")
+            if s.fit_base >= 0:
+                notes.append(f"least-squares fit: {s.fit_base:.4g} + {s.fit_slope * 1000:.4g} "
+                             f"per 1k tokens of position ({unit})")
+            else:  # a negative intercept is a term of the line, not a price
+                notes.append(f"least-squares fit: {s.fit_slope * 1000:.4g} {unit} per 1k tokens "
+                             f"of position (intercept {s.fit_base:.4g}: a term of the fitted "
+                             "line, not a price; the cost is about proportional to position)")
         if not shared:  # one line for every series when they share the efficiency
             notes.append(f"efficiency: HBM {e.hbm_bandwidth:.0%}, FLOP/s {e.flops:.0%} ({e.source})")
         if notes:

@@ -83,6 +83,37 @@ def check_endpoint() -> None:
         raise HubError(f"not an http(s) URL with a host: {shown_endpoint()}", field="HF_ENDPOINT")
 
 
+#: how long the reachability probe waits for a TCP connection (KVPLAN_HUB_TIMEOUT, when set,
+#: replaces it): a refused or unroutable endpoint is one line in well under this
+PROBE_S = 2.0
+
+
+def probe_endpoint(where: str) -> None:
+    """Connect to the Hub's host (or the proxy the environment names for it) before
+    huggingface_hub is asked: its retry schedule turns a refused connection into 20+ silent
+    seconds; this decides in one connect, bounded by PROBE_S."""
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint())
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        pp = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port = pp.hostname or host, pp.port or 80
+    wait = timeout_s() if os.environ.get("KVPLAN_HUB_TIMEOUT") else PROBE_S
+    try:
+        socket.create_connection((host, port), timeout=wait).close()
+    except OSError as e:
+        why = (f"no answer within {wait:g} s" if isinstance(e, TimeoutError)
+               else (e.strerror or type(e).__name__).lower())
+        raise HubError(f"cannot reach the Hub at {shown_endpoint()} ({why}) "
+                       "and the file is not cached; check the network or HF_ENDPOINT, set "
+                       "HF_HUB_OFFLINE=1 to use the cache only, or raise KVPLAN_HUB_TIMEOUT",
+                       source=where) from None
+
+
 def shown_endpoint() -> str:
     """The endpoint as printed: user name, password and query string (tokens) redacted."""
     from urllib.parse import urlsplit, urlunsplit
@@ -258,6 +289,7 @@ def fetch_config(repo_id: str, revision: str | None = None, token: str | None = 
                        f"in the cache ({cache_dir()}); run once online or unset HF_HUB_OFFLINE",
                        source=_where(repo_id, revision))
     check_endpoint()
+    probe_endpoint(_where(repo_id, revision))
     from huggingface_hub import hf_hub_download
 
     _configure()

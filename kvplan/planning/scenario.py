@@ -98,7 +98,9 @@ def _rank_key(o: Outcome):
 
 
 def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None = None,
-                 simulate: int = 0) -> PlanReport:
+                 simulate: int = 0, progress=None) -> PlanReport:
+    """Plan every candidate of the scenario; ``progress(done, total)`` is called after each
+    (the CLI draws a bar on a terminal)."""
     from ..loaders.hf_params import weight_inventory
     from ..loaders.quant_config import weight_format
     from ..loaders.resolve import load_model
@@ -167,7 +169,10 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     outcomes: list[Outcome] = []
     skipped: list[Skipped] = []
     s = sc.serving
-    for gpu, engine, tp, pp, kv in itertools.product(gpus, s.engines, s.tps, s.pps, s.kv_dtypes):
+    grid = list(itertools.product(gpus, s.engines, s.tps, s.pps, s.kv_dtypes))
+    for done, (gpu, engine, tp, pp, kv) in enumerate(grid):
+        if progress:
+            progress(done, len(grid))
         cand = Candidate(gpu, engine, tp, pp, kv)
         if sc.hardware.nodes is not None and tp * pp > sc.hardware.nodes * sc.hardware.gpus_per_node:
             skipped.append(Skipped(cand, f"tp x pp = {tp * pp} exceeds the fleet's "
