@@ -267,7 +267,11 @@ def test_html_report_is_self_contained(tmp_path, capsys):
                 "-o", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("<!doctype html>") and text.count("<svg") == 3
-    assert "<script" not in text and "src=" not in text and "href=" not in text
+    import re
+
+    assert "<script" not in text and "src=" not in text
+    # matplotlib's SVG refers to its own glyph and marker definitions; nothing outside the file
+    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', text))
     for needle in ("Configurations, best first", "Requests the KV pool holds", "Cost of the token",
                    "Memory per GPU", "Assumptions", "vllm serve"):
         assert needle in text
@@ -406,17 +410,32 @@ def test_acceptance_length_outside_its_range(tmp_path, capsys):
     assert "draft_model.acceptance_length: 6 is outside [1, speculative_tokens + 1 = 5]" in err
 
 
-def test_svg_bars_are_to_scale():
-    import re
+def test_chart_axes_read_in_tokens():
+    from kvplan.report.charts import token_label
 
-    from kvplan.report.svg import line_chart, stacked_bars
+    assert [token_label(v) for v in (1024, 2048, 131072, 1 << 20, 3 << 20, 1000, 7.5)] == [
+        "1k", "2k", "128k", "1M", "3M", "1000", "7.5"]
 
-    svg = stacked_bars("t", [("x", [("a", 1.0), ("b", 3.0)]), ("y", [("a", 2.0), ("b", 0.0)])], "GiB")
-    widths = [float(w) for w in re.findall(r"<rect x='[\d.]+' y='\d+' width='([\d.]+)' height='20'", svg)]
-    assert len(widths) == 3  # the zero segment is not drawn
-    assert widths[1] == pytest.approx(3 * widths[0], rel=1e-3)
-    assert widths[2] == pytest.approx(2 * widths[0], rel=1e-3)
-    assert "no data" in line_chart("t", "x", "y", [("s", [])])
+
+def test_report_charts_cap_at_max_num_seqs_and_fall_back_to_tables(monkeypatch):
+    import sys
+
+    from kvplan.report.plan_plots import concurrency_data, plots_html
+
+    rep = run_scenario(load_scenario(EXAMPLES / "guide-1-8xh100-llama3-70b-32k.yaml"), samples=200)
+    fitting = [o for o in rep.outcomes if o.evaluation.fits][:3]
+    data = concurrency_data(fitting, rep.max_model_len, rep.scenario.workload.shared_prefix_tokens)
+    caps = {o.fit.max_num_seqs for o in fitting}
+    assert caps == {1024}
+    # TP 8 at 2k holds more than 1,024 requests; the engine runs at most max_num_seqs of them
+    assert max(y for _, pts in data for _, y in pts) == 1024
+    svgs = plots_html(fitting, rep.max_model_len, rep.scenario.workload.shared_prefix_tokens)
+    assert len(svgs) == 3 and all(x.startswith("<svg") for x in svgs)
+    assert "max_num_seqs 1,024" in svgs[0] and ">GiB<" in svgs[2].replace("</tspan>", "<")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    tables = plots_html(fitting, rep.max_model_len, rep.scenario.workload.shared_prefix_tokens)
+    assert "pip install 'kvplan[plot]'" in tables[0] and tables[1].startswith("<table>")
+    assert "<td>2k</td><td>1,024</td>" in tables[1].replace(" ", "")
 
 
 # ---- review fixes -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from ..core.gpu import GpuSpec
 from ..core.perf import Efficiency, StepModel
-from ..core.units import parse_tokens
+from ..core.units import format_tokens, parse_tokens
 from .curve import Series, series
 from .fit import plan_fit
 from .fit_types import FitRequest, FitResult
@@ -121,7 +121,12 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
                               price_usd_per_hour=hourly))
             plans.append(r)
             effs.append(eff)
-    title = f"{m.name}, tp {tp} x pp {pp}, engine {plans[0].layout.label}"
+    along = (f"context {format_tokens(ctx)}" if x == "batch" else
+             f"{x} {format_tokens(min(xs))}-{format_tokens(max(xs))}")
+    title = (f"{m.name} on {', '.join(dict.fromkeys(r.request.gpu.key for r in plans))}, "
+             f"tp {tp} x pp {pp}, engine {plans[0].layout.label}, weights "
+             f"{plans[0].request.weight_format.name}, KV "
+             f"{', '.join(dict.fromkeys(r.kv_format for r in plans))}, {along}")
     for s, r in zip(out, plans, strict=True):
         if all(p.concurrency == 0 for p in s.points):
             warnings.append(f"{s.label}: nothing fits at any point ({r.verdict}); the smallest "

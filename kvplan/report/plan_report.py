@@ -1,6 +1,7 @@
 """PlanReport -> the rows and sections every format shares, and the markdown and HTML reports.
-Pure string building; the HTML is one self-contained file with inline SVG plots
-(``kvplan.report.svg``), no scripts and no external assets."""
+Pure string building; the HTML is one self-contained file with inline SVG charts drawn by
+matplotlib (``kvplan.report.plan_plots``; tables of the same numbers without the plot extra),
+no scripts and no external assets."""
 
 from __future__ import annotations
 
@@ -230,7 +231,7 @@ tr.ok td{background:#eefaee}pre{background:#f6f6f6;padding:8px;white-space:pre-w
 
 
 def html_report(rep: PlanReport) -> str:
-    from .plan_plots import budget_bars, concurrency_plot, cost_plot
+    from .plan_plots import plots_html
 
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>kvplan plan: "
@@ -246,9 +247,7 @@ def html_report(rep: PlanReport) -> str:
     fitting = [o for o in rep.outcomes if o.evaluation.fits][:3]
     if fitting:
         parts.append("<h2>Plots (the best configurations that fit)</h2><div class='plots'>")
-        parts += [concurrency_plot(fitting, rep.max_model_len, rep.scenario.workload.shared_prefix_tokens),
-                  cost_plot(fitting, rep.max_model_len),
-                  budget_bars(fitting)]
+        parts += plots_html(fitting, rep.max_model_len, rep.scenario.workload.shared_prefix_tokens)
         parts.append("</div>")
     top = rep.outcomes[0] if rep.outcomes else None
     if top is not None:
