@@ -158,7 +158,8 @@ def test_scenario_requests_past_the_limit_are_left_out_and_said(capsys, tmp_path
     out = capsys.readouterr()
     d = json.loads(out.out)
     assert d["max_model_len"] == 8192
-    assert "requests are longer than llama-3-8b's limit of 8,192 tokens" in out.err
+    assert any("requests are longer than llama-3-8b's limit of 8,192 tokens" in w
+               for w in d["warnings"])
     f.write_text(SCENARIO.format(extra=", max_model_len: 16k"), encoding="utf-8")
     err = error_line(capsys, "plan", str(f))
     assert err.startswith(f"kvplan: error: {f}: serving.max_model_len: context 16,384 exceeds "
@@ -168,3 +169,14 @@ def test_scenario_requests_past_the_limit_are_left_out_and_said(capsys, tmp_path
                  encoding="utf-8")
     assert run(["plan", str(f), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["max_model_len"] == 16_384
+
+
+def test_a_warning_is_printed_once(capsys, tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(SCENARIO.format(extra=""), encoding="utf-8")
+    assert run(["plan", str(f), "-f", "markdown"]) == 0
+    out = capsys.readouterr()
+    assert out.err == "" and out.out.count("requests are longer than") == 1  # in the report
+    assert run(["plan", str(f)]) == 0
+    out = capsys.readouterr()
+    assert out.err.count("requests are longer than") == 1 and "longer than" not in out.out

@@ -72,8 +72,10 @@ def plan(
                                                                        total=total))
     else:
         rep = run_scenario(sc, seed=seed, samples=samples, simulate=simulate)
-    for w in rep.warnings:
-        typer.echo(f"kvplan: warning: {w}", err=True)
+    # once: on stderr, unless the report printed to stdout carries them (markdown, html, json)
+    if fmt == "terminal" or output is not None:
+        for w in rep.warnings:
+            typer.echo(f"kvplan: warning: {w}", err=True)
     if fmt == "terminal" and output is None:
         from .render_plan import render_plan
 
