@@ -10,10 +10,18 @@ import typer
 from ..report import strict_json
 
 
+def say(message: str) -> None:
+    """One message on stderr, its control characters shown as escapes (a model folder or
+    scenario name cannot drive the terminal)."""
+    from ..core.text import printable
+
+    typer.echo(printable(message), err=True)
+
+
 def emit(warnings: tuple[str, ...], as_json: bool, record: Callable[[], dict],
          render: Callable[[], Any]) -> None:
     for warning in warnings:
-        typer.echo(f"kvplan: warning: {warning}", err=True)
+        say(f"kvplan: warning: {warning}")
     if as_json:
         typer.echo(strict_json.dumps(record(), indent=2))
     else:

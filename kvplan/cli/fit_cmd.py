@@ -8,7 +8,7 @@ import typer
 
 from ..core.errors import InputError
 from ..core.units import parse_bytes, parse_tokens
-from .emit import emit
+from .emit import emit, say
 from .options import AllowLong, AssumeStandard, Refresh, Revision, Token
 
 EXAMPLES = """\b
@@ -55,7 +55,7 @@ def _checkpoint(m, token):
     try:
         size = checkpoint_size(m.hub_id, m.hub_revision, token=token)
     except HubError as e:  # the plan does not need the headers: say so and go on
-        typer.echo(f"kvplan: warning: safetensors headers not read: {e}", err=True)
+        say(f"kvplan: warning: safetensors headers not read: {e}")
         return None
     if size is None:
         return None

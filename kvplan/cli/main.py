@@ -47,8 +47,10 @@ app.command("calibrate")(calibrate_cmd.calibrate)
 
 
 def _fail(message: str) -> int:
+    from ..core.text import printable
+
     for line in message.splitlines() or [""]:  # a scenario reports every problem, one per line
-        sys.stderr.write(f"kvplan: error: {line}\n")
+        sys.stderr.write(f"kvplan: error: {printable(line)}\n")
     return 2
 
 

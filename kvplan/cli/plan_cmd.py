@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from ..core.errors import InputError
+from .emit import say
 
 EXAMPLES = """\b
 Examples:
@@ -75,7 +76,7 @@ def plan(
     # once: on stderr, unless the report printed to stdout carries them (markdown, html, json)
     if fmt == "terminal" or output is not None:
         for w in rep.warnings:
-            typer.echo(f"kvplan: warning: {w}", err=True)
+            say(f"kvplan: warning: {w}")
     if fmt == "terminal" and output is None:
         from .render_plan import render_plan
 
@@ -86,9 +87,9 @@ def plan(
             typer.echo(text, nl=False)
         else:
             write_atomic(output, text, force=force)
-            typer.echo(f"kvplan: wrote {fmt} report to {output}", err=True)
+            say(f"kvplan: wrote {fmt} report to {output}")
     if require_fit and rep.best is None:
-        typer.echo("kvplan: no configuration meets the scenario (--require-fit)", err=True)
+        say("kvplan: no configuration meets the scenario (--require-fit)")
         return 1
     return 0
 
@@ -123,4 +124,4 @@ def init(
         typer.echo(text, nl=False)
         return
     write_atomic(path, text, force=force, flag="PATH")
-    typer.echo(f"kvplan: wrote {path}; run `kvplan plan {path}`", err=True)
+    say(f"kvplan: wrote {path}; run `kvplan plan {path}`")

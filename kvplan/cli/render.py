@@ -21,13 +21,36 @@ def terminal_width() -> int | None:
     return None
 
 
+class SafeConsole(Console):
+    """A console that shows control characters in what it prints as visible escapes
+    (``kvplan.core.text.printable``): strings, and a table's title, headers and cells."""
+
+    def print(self, *objects, **kwargs) -> None:  # type: ignore[override]
+        super().print(*(_safe(o) for o in objects), **kwargs)
+
+
+def _safe(o):
+    from ..core.text import printable
+
+    if isinstance(o, str):
+        return printable(o)
+    if isinstance(o, Table):
+        if isinstance(o.title, str):
+            o.title = printable(o.title)
+        for c in o.columns:
+            if isinstance(c.header, str):
+                c.header = printable(c.header)
+            c._cells = [printable(x) if isinstance(x, str) else x for x in c._cells]
+    return o
+
+
 def console() -> Console:
     """A console as wide as ``COLUMNS`` when it is set, else the terminal, else 120 columns
     for a file or pipe (rich's default there, 80, would fold the tables)."""
     width = terminal_width() or (None if sys.stdout.isatty() else 120)
     # No markup or emoji parsing: model names and paths are printed as they are (a config path
     # with "[...]" in it must not be read as a style), and rich's emoji table is not loaded.
-    return Console(highlight=False, soft_wrap=False, width=width, markup=False, emoji=False)
+    return SafeConsole(highlight=False, soft_wrap=False, width=width, markup=False, emoji=False)
 
 
 def render_size(fp: Footprint) -> None:

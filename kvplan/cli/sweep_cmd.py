@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ..core.errors import InputError
+from .emit import say
 from .options import AllowLong, AssumeStandard
 
 EXAMPLES = """\b
@@ -98,7 +99,7 @@ def sweep(
         for name in grid.models:
             for a in load_model(name, assume_standard_attention=True).assumptions:
                 if a.startswith(ASSUME_FLAG):
-                    typer.echo(f"kvplan: note: {name}: {a}", err=True)
+                    say(f"kvplan: note: {name}: {a}")
     from ..report.sweep_table import sweep as run_sweep
 
     if grid.rows >= 100_000:
@@ -114,10 +115,11 @@ def sweep(
     if text is not None:
         typer.echo(text, nl=False)
     else:
-        typer.echo(f"kvplan: wrote {len(df):,} rows to {output}", err=True)
+        say(f"kvplan: wrote {len(df):,} rows to {output}")
 
 
 def console_stderr():
-    from rich.console import Console
 
-    return Console(stderr=True, highlight=False, markup=False, emoji=False)
+    from .render import SafeConsole
+
+    return SafeConsole(stderr=True, highlight=False, markup=False, emoji=False)
