@@ -23,7 +23,8 @@ Rules, with where SGLang implements them:
 - ``--kv-cache-dtype`` (one value for K and V): auto, bf16, fp8_e4m3, fp8_e5m2, and a 4-bit
   pool (``MHATokenToKVPoolFP4``: 4-bit values plus one 8-bit scale per 16, which is ``nvfp4``
   here), spelled ``fp4_e2m1`` in older releases and ``nvfp4`` in 0.5.23 (whose choices are
-  auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16). ``auto`` is the model dtype; fp32 checkpoints run in fp16, Gemma ones in bf16
+  auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16). ``auto`` is the
+  model dtype; fp32 checkpoints run in fp16, Gemma ones in bf16
   (``ModelConfig._get_and_verify_dtype``, from vLLM 0.6's rule; not re-verified on main).
 - Sliding layers' page rounding: the eviction point is rounded down to a page, so with pages
   of P tokens a request can hold up to ``W + 2P - 1`` tokens.
