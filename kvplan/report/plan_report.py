@@ -209,7 +209,26 @@ def markdown(rep: PlanReport) -> str:
         out += ["", "## Simulated (kvplan/core/scheduler_sim.py)", ""]
         out += [f"- {x}" for x in simulation_lines(rep.simulation)]
     out += _tail_md(rep)
-    return "\n".join(out) + "\n"
+    return "\n".join(_md_safe(out)) + "\n"
+
+
+def _md_safe(lines: list[str]) -> list[str]:
+    """Each line one line, its control characters escaped and ``<``, ``>`` and ``&`` as
+    entities (a scenario or model name cannot add a heading or raw HTML); code blocks as
+    they are but for the control characters."""
+    from ..core.text import printable
+
+    out, code = [], False
+    for line in lines:
+        if line.startswith("```"):
+            code = not code
+            out.append(line)
+            continue
+        text = printable(line, newlines=False)
+        if not code:
+            text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        out.append(text)
+    return out
 
 
 def _tail_md(rep: PlanReport) -> list[str]:
