@@ -187,3 +187,44 @@ def test_prices_name_their_source_and_date(capsys):
     assert run(["gpus"]) == 0
     assert "h100-sxm Lambda on-demand, lambda.ai/instances, 2026-09-20" in \
         " ".join(capsys.readouterr().out.split())
+
+
+def test_review_fixes_for_launch_lines(capsys, tmp_path, monkeypatch):
+    # a given block size is always passed on (the plan used it; vLLM's backend decides)
+    d = fit(capsys, "llama-3.1-8b", "--gpu", "h100", "--block-size", "48")
+    assert value(argv(d["launch"]["vllm"]), "--block-size") == "48"
+    # asking for the format the checkpoint already has serves the checkpoint itself
+    d = fit(capsys, "qwen3-235b-a22b-fp8", "--gpu", "h200", "--tp", "4", "--weight-dtype",
+            "fp8_block", "-c", "32k")
+    assert argv(d["launch"]["vllm"])[2] == "Qwen/Qwen3-235B-A22B-FP8"
+    # a relative config path: the absolute folder, and a file not named config.json is said
+    work = tmp_path / "m"
+    work.mkdir()
+    (work / "config.json").write_text((CONFIGS / "CohereForAI__c4ai-command-r7b-12-2024.json")
+                                      .read_text(encoding="utf-8"), encoding="utf-8")
+    (work / "other.json").write_text((work / "config.json").read_text(encoding="utf-8"),
+                                     encoding="utf-8")
+    monkeypatch.chdir(work)
+    d = fit(capsys, "config.json", "--gpu", "h100", "--weight-dtype", "awq")
+    assert argv(d["launch"]["vllm"])[2] == "./m-AWQ"
+    d = fit(capsys, "other.json", "--gpu", "h100")
+    assert argv(d["launch"]["vllm"])[2] == str(work)
+    assert d["launch"]["vllm"].endswith(f"# the engine reads {work}/config.json: put other.json "
+                                        "there as config.json")
+    # fp32 weights: SGLang is told too
+    d = fit(capsys, "llama-3.2-1b", "--gpu", "h100", "--weight-dtype", "fp32")
+    assert value(argv(d["launch"]["sglang"]), "--dtype") == "float32"
+    # a --dp / --ep plan that fits nowhere says why without blaming the tp x pp search
+    d = fit(capsys, "qwen3-30b-a3b", "--gpu", "l4", "--dp", "2", "--ep", "2", "-c", "32k")
+    assert d["fits"] is False and d["launch"] == {}
+    assert d["launch_note"].startswith("no launch line: this --dp / --ep layout does not fit")
+
+
+def test_sweep_with_every_context_past_the_limit(capsys):
+    assert run(["sweep", "llama-3-8b", "--gpu", "h100", "-c", "16k,32k", "--batch", "1",
+                "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["context_tokens"] for r in rows] == [16_384, 32_768]
+    for r in rows:
+        assert r["fits"] is False and r["max_concurrency"] == 0
+        assert r["error"].startswith("context exceeds llama-3-8b's limit of 8,192 tokens")

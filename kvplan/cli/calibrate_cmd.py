@@ -175,7 +175,11 @@ def calibrate(
                          f"({e.name} missing): pip install 'kvplan[calibrate]'", field="calibrate") from None
     argv = ["--device", device, "--models", models] + (["--quick"] if quick else []) + \
         (["--distributed", str(distributed)] if distributed else [])
-    return main(argv)
+    try:
+        return main(argv)
+    except ImportError as e:  # a torch that is installed but cannot load (CUDA libraries, ...)
+        raise InputError(f"torch cannot be imported ({str(e).splitlines()[0][:160]}); install "
+                         "the CPU build: pip install torch==2.13.0", field="calibrate") from None
 
 
 def _calibrate_benchmarks(files: list[Path], out_dir: Path | None, report: Path | None,

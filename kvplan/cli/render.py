@@ -12,11 +12,11 @@ from ..planning.footprint import Footprint
 
 
 def terminal_width() -> int | None:
-    """``COLUMNS`` when set to a sane width (20 to 1000), else None (the terminal's own)."""
+    """``COLUMNS`` when set to a sane width (20 to 10,000), else None (the terminal's own)."""
     import os
 
     raw = os.environ.get("COLUMNS", "").strip()
-    if raw.isdigit() and 20 <= int(raw) <= 1000:
+    if raw.isdigit() and 20 <= int(raw) <= 10_000:
         return int(raw)
     return None
 

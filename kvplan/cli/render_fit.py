@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core.units import GiB, format_tokens
 from ..planning.fit_types import FitResult
-from ..planning.launch import launch_plan, sequence_note
+from ..planning.launch import launch_plan, no_launch_reason, sequence_note
 from .render import console
 from .tables import Col, print_table
 
@@ -76,8 +76,7 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
         out.print(f"note: {note}", style="dim")
     target, commands = launch_plan(r)
     if target is None:
-        out.print("launch: none (this layout does not fit, and no tp x pp layout on "
-                  f"{req.gpu.name} does)")
+        out.print("launch: none (" + no_launch_reason(r) + ")")
         return
     if target is not r:
         out.print(f"launch (the suggested tp {target.request.tp} x pp {target.request.pp} "

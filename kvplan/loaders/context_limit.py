@@ -57,8 +57,12 @@ def _rope_sets(f: Fields) -> tuple[str, list[tuple[str, dict]]]:
             continue
         if not isinstance(value, dict):
             raise f.error(key, f"expected an object, got {type(value).__name__}")
-        if value and all(isinstance(v, dict) for v in value.values()):
+        nested = [isinstance(v, dict) for v in value.values()]
+        if value and all(nested):
             return key, [(f"{key}.{k}", v) for k, v in value.items()]
+        if any(nested):
+            raise f.error(key, "expected one mapping of rope settings, or one mapping per layer "
+                          "type, not a mix")
         return key, [(key, value)]
     return "", []
 
@@ -101,6 +105,9 @@ def context_limit(f: Fields, model_type: str) -> ContextLimit | None:
             limit = tokens * factor
             source += f" x {f.prefix}{rope_key} factor {float(factor):g}"
     own = f.config.get("model_max_length")
-    if own is not None and _length(f, "model_max_length", own) > limit:
-        limit, source = Fraction(own), f"{f.prefix}model_max_length = {own:,}"
+    if own is not None and (n := _length(f, "model_max_length", own)) > limit:
+        limit, source = Fraction(n), f"{f.prefix}model_max_length = {n:,}"
+    if limit < 1:
+        raise f.error(rope_key or LENGTH_KEYS[0], f"the scaled context limit is {float(limit):g} "
+                      "tokens (under one)")
     return ContextLimit(tokens=int(limit), source=source)

@@ -99,19 +99,21 @@ def probe_endpoint(where: str) -> None:
     parts = urlsplit(endpoint())
     host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
     proxy = urllib.request.getproxies().get(parts.scheme)
+    via = ""
     if proxy and not urllib.request.proxy_bypass(host):
         pp = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        host, port = pp.hostname or host, pp.port or 80
+        default = {"https": 443, "socks5": 1080, "socks5h": 1080, "socks4": 1080}.get(pp.scheme, 80)
+        host, port = pp.hostname or host, pp.port or default
+        via = f" through the proxy {host}:{port} ({parts.scheme}_proxy)"
     wait = timeout_s() if os.environ.get("KVPLAN_HUB_TIMEOUT") else PROBE_S
     try:
         socket.create_connection((host, port), timeout=wait).close()
     except OSError as e:
         why = (f"no answer within {wait:g} s" if isinstance(e, TimeoutError)
                else (e.strerror or type(e).__name__).lower())
-        raise HubError(f"cannot reach the Hub at {shown_endpoint()} ({why}) "
-                       "and the file is not cached; check the network or HF_ENDPOINT, set "
-                       "HF_HUB_OFFLINE=1 to use the cache only, or raise KVPLAN_HUB_TIMEOUT",
-                       source=where) from None
+        raise HubError(f"cannot reach the Hub at {shown_endpoint()}{via} ({why}); check the "
+                       "network, the proxy or HF_ENDPOINT, set HF_HUB_OFFLINE=1 to use the "
+                       "cache only, or raise KVPLAN_HUB_TIMEOUT", source=where) from None
 
 
 def shown_endpoint() -> str:

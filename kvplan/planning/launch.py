@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from ..core.errors import KvplanError
 from ..core.weights import WeightFormat, expert_width
@@ -33,8 +33,6 @@ SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2":
 TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 LLAMA_KV = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0",
             "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1", "iq4_nl": "iq4_nl"}
-#: vLLM's --block-size choices (vllm/config/cache.py BlockSize); other sizes vLLM picks itself
-VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 #: engines that quantise a 16-bit checkpoint to kvplan's weight scheme as it loads: vLLM's and
 #: SGLang's ``--quantization fp8`` (per-tensor fp8 weights, one fp32 scale: kvplan's ``fp8``)
 ONLINE = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8"}}
@@ -54,9 +52,19 @@ def model_ref(r: FitResult) -> str:
     m = r.request.model
     if m.hub_id:
         return m.hub_id
-    if m.source and PurePath(m.source).suffix == ".json":
-        return str(PurePath(m.source).parent)
+    if m.source and Path(m.source).suffix == ".json":
+        return str(Path(m.source).resolve().parent)
     return m.source or m.name
+
+
+def _folder_note(r: FitResult) -> str:
+    """A local config file not named config.json: the engine reads the folder's config.json."""
+    m = r.request.model
+    if not m.hub_id and m.source and Path(m.source).suffix == ".json" \
+            and Path(m.source).name != "config.json":
+        return (f"the engine reads {Path(m.source).resolve().parent}/config.json: put "
+                f"{Path(m.source).name} there as config.json")
+    return ""
 
 
 def _checkpoint_format(r: FitResult) -> WeightFormat | None:
@@ -66,6 +74,15 @@ def _checkpoint_format(r: FitResult) -> WeightFormat | None:
         return from_config(r.request.model)
     except KvplanError:
         return None
+
+
+def _same_storage(a: WeightFormat, b: WeightFormat) -> bool:
+    """Whether two formats store weights alike (the checkpoint already is what was asked)."""
+    def key(f: WeightFormat) -> tuple:
+        return (f.scheme, f.base_dtype, f.experts_only,
+                f.block if f.scheme == "fp8_block" else None,
+                f.group_size if f.scheme in ("awq", "gptq", "int4") else None)
+    return key(a) == key(b)
 
 
 def weight_source(r: FitResult, engine: str) -> tuple[str, list[str], str]:
@@ -79,7 +96,7 @@ def weight_source(r: FitResult, engine: str) -> tuple[str, list[str], str]:
     fmt = r.request.weight_format
     ref = model_ref(r)
     ckpt = _checkpoint_format(r)
-    if ckpt == fmt or (ckpt is None and fmt.scheme == "dense"):
+    if (ckpt is not None and _same_storage(ckpt, fmt)) or (ckpt is None and fmt.scheme == "dense"):
         return ref, [], ""
     online = ONLINE.get(engine, {}).get(fmt.scheme)
     if ckpt is None and online:
@@ -98,7 +115,9 @@ def _env(r: FitResult, engine: str) -> list[str]:
     return []
 
 
-def _line(env: list[str], parts: list[str], comment: str) -> str:
+def _line(env: list[str], parts: list[str], comment: str, r: FitResult | None = None) -> str:
+    if r is not None and (note := _folder_note(r)):
+        comment = "; ".join(c for c in (comment, note) if c)
     text = " ".join([*env, _join(parts)])
     return f"{text}  # {comment}" if comment else text
 
@@ -171,7 +190,7 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
     if req.ep > 1:
         parts += ["--enable-expert-parallel"]
     if planned:
-        if req.block_size_tokens and r.block_size_tokens in VLLM_BLOCK_SIZES:
+        if req.block_size_tokens:  # the plan used it; vLLM's backend decides if it can
             parts += ["--block-size", str(r.block_size_tokens)]
         if req.max_num_batched_tokens:
             parts += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
@@ -181,7 +200,7 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
         spec = {"model": req.draft.model.hub_id or req.draft.model.name,
                 "num_speculative_tokens": req.draft.num_speculative_tokens}
         parts += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return _line(_env(r, "vllm"), parts, comment)
+    return _line(_env(r, "vllm"), parts, comment, r)
 
 
 def sglang_command(r: FitResult, sequences: int | None = None) -> str:
@@ -195,6 +214,8 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     parts = ["python", "-m", "sglang.launch_server", "--model-path", ref, *quant, "--tp-size",
              str(world), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
              "--kv-cache-dtype", kv]
+    if req.weight_format.scheme == "dense" and req.weight_format.base_dtype == "fp32":
+        parts += ["--dtype", "float32"]
     if (n := planned_sequences(r, sequences)) is not None:
         # under DP attention SGLang divides --max-running-requests among the DP ranks
         parts += ["--max-running-requests", str(n * req.dp if dp_attention else n)]
@@ -214,7 +235,7 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
         parts += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
                   req.draft.model.hub_id or req.draft.model.name, "--speculative-num-draft-tokens",
                   str(req.draft.num_speculative_tokens)]
-    return _line(_env(r, "sglang"), parts, comment)
+    return _line(_env(r, "sglang"), parts, comment, r)
 
 
 def trtllm_command(r: FitResult, sequences: int | None = None) -> str:
@@ -295,3 +316,14 @@ def launch_plan(r: FitResult, sequences: int | None = None) -> tuple[FitResult |
     if target is None or not target.fits:
         return None, {}
     return target, launch_commands(target, sequences)
+
+
+def no_launch_reason(r: FitResult) -> str:
+    """Why a plan has no launch line."""
+    req = r.request
+    if req.dp > 1 or req.ep > 1:
+        return ("this --dp / --ep layout does not fit (the layout search covers tp x pp only: "
+                "try more --dp ranks or a larger --tp)")
+    if req.weight_memory_bytes is not None:
+        return "this layout does not fit (a given --weight-memory is not searched over layouts)"
+    return f"this layout does not fit, and no tp x pp layout on {req.gpu.name} does"

@@ -175,6 +175,16 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
                         base = {"model": m.name, "gpu": spec.key, "tp": tp, "pp": pp,
                                 "gpus": tp * pp, "engine": grid.engine,
                                 "price_usd_per_hour": price}
+                        if over.all():  # every context is past the model's limit
+                            kv_name, wd_name = _names(m, grid, kv)
+                            yield {
+                                **base, "kv_dtype": kv_name, "weight_dtype": wd_name,
+                                "context_tokens": np.repeat(contexts, len(batches)),
+                                "batch": np.tile(batches, len(contexts)), "fits": False,
+                                "max_concurrency": 0, "error": limit_error}
+                            if progress:
+                                progress(per_config)
+                            continue
                         try:
                             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=grid.weight_dtype,
                                          engine=grid.engine, tp=tp, pp=pp,

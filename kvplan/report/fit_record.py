@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..core.parallel import experts_on_busiest_rank
 from ..planning.fit_types import FitResult
-from ..planning.launch import launch_plan, sequence_note
+from ..planning.launch import launch_plan, no_launch_reason, sequence_note
 
 
 def _placement(r: FitResult) -> dict | None:
@@ -86,4 +86,4 @@ def _launch(r: FitResult) -> dict:
             "launch_layout": ({"tp": target.request.tp, "pp": target.request.pp,
                                "suggested": target is not r} if target else None),
             "launch_note": sequence_note(target) if target else
-            "no launch line: this layout does not fit and no tp x pp layout on this GPU does"}
+            f"no launch line: {no_launch_reason(r)}"}
