@@ -74,7 +74,8 @@ class PlanReport:
 
 #: command-line advice in plan_fit's messages -> the scenario key that does the same
 SCENARIO_KEYS = {"--allow-emulated": "serving.allow_emulated: true",
-                 "--allow-long-max-model-len": "serving.allow_long_max_model_len: true", "--weight-memory": "a weight "
+                 "--allow-long-max-model-len": "serving.allow_long_max_model_len: true",
+                 "--weight-memory": "a weight "
                  "figure (not available in a scenario)", "--pp": "serving.pp", "--tp": "serving.tp",
                  "--engine": "serving.engine", "--kv-dtype": "serving.kv_dtype",
                  "--block-size": "serving.block_size", "--max-model-len": "serving.max_model_len",
