@@ -52,18 +52,23 @@ def model_ref(r: FitResult) -> str:
     m = r.request.model
     if m.hub_id:
         return m.hub_id
-    if m.source and Path(m.source).suffix == ".json":
-        return str(Path(m.source).resolve().parent)
-    return m.source or m.name
+    local = _local_config(r)
+    return str(local.parent) if local else (m.source or m.name)
+
+
+def _local_config(r: FitResult) -> Path | None:
+    """The local config file the model was read from (None: a Hub id or a built-in)."""
+    m = r.request.model
+    if not m.hub_id and m.source and Path(m.source).suffix == ".json":
+        return Path(m.source).resolve()
+    return None
 
 
 def _folder_note(r: FitResult) -> str:
     """A local config file not named config.json: the engine reads the folder's config.json."""
-    m = r.request.model
-    if not m.hub_id and m.source and Path(m.source).suffix == ".json" \
-            and Path(m.source).name != "config.json":
-        return (f"the engine reads {Path(m.source).resolve().parent}/config.json: put "
-                f"{Path(m.source).name} there as config.json")
+    local = _local_config(r)
+    if local and local.name != "config.json":
+        return f"the engine reads {local.parent}/config.json: put {local.name} there as config.json"
     return ""
 
 
@@ -97,15 +102,27 @@ def weight_source(r: FitResult, engine: str) -> tuple[str, list[str], str]:
     ref = model_ref(r)
     ckpt = _checkpoint_format(r)
     if (ckpt is not None and _same_storage(ckpt, fmt)) or (ckpt is None and fmt.scheme == "dense"):
-        return ref, [], ""
+        return ref, [], _folder_note(r)
     online = ONLINE.get(engine, {}).get(fmt.scheme)
     if ckpt is None and online:
-        return ref, ["--quantization", online], ""
+        return ref, ["--quantization", online], _folder_note(r)
     suffix = CHECKPOINT_SUFFIX.get(fmt.scheme, fmt.base_dtype.upper())
     folder = f"./{PurePath(ref).name}-{suffix}"
     have = ckpt.name if ckpt else r.request.model.dtype
     return folder, [], (f"assumes {folder} holds {ref} quantised as {fmt.name} ({ref} itself is "
                         f"{have}; {engine} reads the format from the folder's quantization config)")
+
+
+def _dtype_and_revision(r: FitResult, ref: str) -> list[str]:
+    """vLLM's and SGLang's shared flags: fp32 weights (``--dtype float32``; the default runs
+    16-bit) and the commit a Hub model was read at (``--revision``)."""
+    req = r.request
+    out = []
+    if req.weight_format.scheme == "dense" and req.weight_format.base_dtype == "fp32":
+        out += ["--dtype", "float32"]
+    if req.model.hub_revision and ref == req.model.hub_id:
+        out += ["--revision", req.model.hub_revision]
+    return out
 
 
 def _env(r: FitResult, engine: str) -> list[str]:
@@ -115,9 +132,7 @@ def _env(r: FitResult, engine: str) -> list[str]:
     return []
 
 
-def _line(env: list[str], parts: list[str], comment: str, r: FitResult | None = None) -> str:
-    if r is not None and (note := _folder_note(r)):
-        comment = "; ".join(c for c in (comment, note) if c)
+def _line(env: list[str], parts: list[str], comment: str) -> str:
     text = " ".join([*env, _join(parts)])
     return f"{text}  # {comment}" if comment else text
 
@@ -178,13 +193,10 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
     ref, quant, comment = weight_source(r, "vllm")
     parts = ["vllm", "serve", ref, *quant, "--tensor-parallel-size", str(req.tp),
              "--pipeline-parallel-size", str(req.pp), "--max-model-len", str(r.max_model_len),
-             "--kv-cache-dtype", kv, "--gpu-memory-utilization", f"{util:g}"]
-    if req.weight_format.scheme == "dense" and req.weight_format.base_dtype == "fp32":
-        parts += ["--dtype", "float32"]
+             "--kv-cache-dtype", kv, "--gpu-memory-utilization", f"{util:g}",
+             *_dtype_and_revision(r, ref)]
     if (n := planned_sequences(r, sequences)) is not None:
         parts += ["--max-num-seqs", str(n)]
-    if req.model.hub_revision and ref == req.model.hub_id:
-        parts += ["--revision", req.model.hub_revision]
     if req.dp > 1:
         parts += ["--data-parallel-size", str(req.dp)]
     if req.ep > 1:
@@ -200,7 +212,7 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
         spec = {"model": req.draft.model.hub_id or req.draft.model.name,
                 "num_speculative_tokens": req.draft.num_speculative_tokens}
         parts += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return _line(_env(r, "vllm"), parts, comment, r)
+    return _line(_env(r, "vllm"), parts, comment)
 
 
 def sglang_command(r: FitResult, sequences: int | None = None) -> str:
@@ -213,14 +225,10 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     ref, quant, comment = weight_source(r, "sglang")
     parts = ["python", "-m", "sglang.launch_server", "--model-path", ref, *quant, "--tp-size",
              str(world), "--pp-size", str(req.pp), "--context-length", str(r.max_model_len),
-             "--kv-cache-dtype", kv]
-    if req.weight_format.scheme == "dense" and req.weight_format.base_dtype == "fp32":
-        parts += ["--dtype", "float32"]
+             "--kv-cache-dtype", kv, *_dtype_and_revision(r, ref)]
     if (n := planned_sequences(r, sequences)) is not None:
         # under DP attention SGLang divides --max-running-requests among the DP ranks
         parts += ["--max-running-requests", str(n * req.dp if dp_attention else n)]
-    if req.model.hub_revision and ref == req.model.hub_id:
-        parts += ["--revision", req.model.hub_revision]
     if req.dp > 1:
         parts += ["--dp-size", str(req.dp)] + (["--enable-dp-attention"] if dp_attention else [])
     if req.ep > 1:
@@ -235,7 +243,7 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
         parts += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
                   req.draft.model.hub_id or req.draft.model.name, "--speculative-num-draft-tokens",
                   str(req.draft.num_speculative_tokens)]
-    return _line(_env(r, "sglang"), parts, comment, r)
+    return _line(_env(r, "sglang"), parts, comment)
 
 
 def trtllm_command(r: FitResult, sequences: int | None = None) -> str:
