@@ -50,7 +50,17 @@ class Grid:
         return self.configs * len(self.contexts) * len(self.batches)
 
 
-def past_limit(cols: dict, over: np.ndarray, limit_error: str) -> dict:
+def _unplanned(base: dict, model, grid: Grid, kv: str, contexts: np.ndarray,
+               batches: np.ndarray, error: str, **extra) -> dict:
+    """The rows of a configuration that was not planned, with the reason in ``error``."""
+    kv_name, wd_name = _names(model, grid, kv)
+    return {**base, "kv_dtype": kv_name, "weight_dtype": wd_name,
+            "context_tokens": np.repeat(contexts, len(batches)),
+            "batch": np.tile(batches, len(contexts)), "fits": False, "error": error,
+            **extra}
+
+
+def with_row_errors(cols: dict, over: np.ndarray, limit_error: str) -> dict:
     """``cols`` with an ``error`` per row: why a row does not fit (past the model's context
     limit, no whole sequence in the pool, a batch over what the pool holds), else empty."""
     reps = len(cols["context_tokens"]) // len(over)
@@ -159,7 +169,7 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
             over = contexts > m.context_limit.tokens
         limit_error = (f"context exceeds {limit_words(m)}; pass {ALLOW_FLAG} to plan it"
                        if over.any() else "")
-        planned = contexts[~over] if (~over).any() else contexts
+        planned = contexts[~over]  # empty only when every row is past the limit (not planned)
         try:
             weights = weight_inventory(m)
         except KvplanError:
@@ -176,12 +186,8 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
                                 "gpus": tp * pp, "engine": grid.engine,
                                 "price_usd_per_hour": price}
                         if over.all():  # every context is past the model's limit
-                            kv_name, wd_name = _names(m, grid, kv)
-                            yield {
-                                **base, "kv_dtype": kv_name, "weight_dtype": wd_name,
-                                "context_tokens": np.repeat(contexts, len(batches)),
-                                "batch": np.tile(batches, len(contexts)), "fits": False,
-                                "max_concurrency": 0, "error": limit_error}
+                            yield _unplanned(base, m, grid, kv, contexts, batches, limit_error,
+                                             max_concurrency=0)
                             if progress:
                                 progress(per_config)
                             continue
@@ -192,18 +198,13 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
                                          weights=weights,
                                          allow_long_max_model_len=grid.allow_long_max_model_len)
                         except KvplanError as e:
-                            kv_name, wd_name = _names(m, grid, kv)
-                            yield {
-                                **base, "kv_dtype": kv_name, "weight_dtype": wd_name,
-                                "context_tokens": np.repeat(contexts, len(batches)),
-                                "batch": np.tile(batches, len(contexts)), "fits": False,
-                                "error": str(e)}
+                            yield _unplanned(base, m, grid, kv, contexts, batches, str(e))
                         else:
                             cols = block(r, sm, contexts, batches, price, grid.request)
                             yield {
                                 **base, "kv_dtype": r.kv_format,
                                 "weight_dtype": r.request.weight_format.name,
                                 "kv_pool_bytes": r.budget.kv_pool_bytes,
-                                **past_limit(cols, over, limit_error)}
+                                **with_row_errors(cols, over, limit_error)}
                         if progress:
                             progress(per_config)
