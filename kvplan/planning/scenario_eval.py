@@ -158,7 +158,7 @@ def _length_sums(r: FitResult, a: RequestArrays, peaks: np.ndarray, prefix: int,
     hit = a.memo.get(key)
     if hit is not None:
         return hit
-    distinct, counts = np.unique(_round_keys(r, peaks), return_counts=True)
+    distinct, counts = np.unique(_length_key(r)(peaks), return_counts=True)
     sb = _seq_bytes(r)
     totals = [0] * len(usage(int(distinct[0])))
     bytes_total = 0
@@ -177,16 +177,6 @@ def _by_distinct(keys: np.ndarray, fn) -> tuple[np.ndarray, list]:
     return inverse, [fn(int(k)) for k in distinct]
 
 
-class _Memo(dict):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def __missing__(self, key):
-        v = self[key] = self.fn(key)
-        return v
-
-
 def _has_windows(r: FitResult) -> bool:
     return any(c.window_tokens is not None and c.policy != "all" and not c.state_bytes_per_rank
                for layer in r.footprint.layer_costs for c in layer)
@@ -194,20 +184,18 @@ def _has_windows(r: FitResult) -> bool:
 
 def _length_key(r: FitResult):
     """n -> the n that holds the same blocks: with full attention only (no windows), every
-    length inside one block holds the same, so lengths are rounded up to whole blocks."""
+    length inside one block holds the same, so lengths are rounded up to whole blocks. Takes
+    an int or a numpy array of them."""
     block = r.block_size_tokens
     return (lambda n: n) if _has_windows(r) else (lambda n: -(-n // block) * block)
 
 
-def _round_keys(r: FitResult, n: np.ndarray) -> np.ndarray:
-    """``_length_key`` of every entry of ``n``."""
-    block = r.block_size_tokens
-    return n if _has_windows(r) else -(-n // block) * block
+class _ByLength(dict):
+    """fn(n), computed once per length that holds distinct blocks (``_length_key``)."""
 
-
-class _ByLength(_Memo):
     def __init__(self, r: FitResult, fn):
-        super().__init__(fn)
+        super().__init__()
+        self.fn = fn
         self.key = _length_key(r)
 
     def __missing__(self, n):
