@@ -63,7 +63,7 @@ def plan(
     if sys.stderr.isatty() and fmt == "terminal":  # never in a pipe, a file or --format json
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        from .sweep_cmd import console_stderr
+        from .render import console_stderr
 
         with Progress(TextColumn("planning candidates"), BarColumn(), MofNCompleteColumn(),
                       console=console_stderr(), transient=True) as bar:

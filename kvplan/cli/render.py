@@ -53,6 +53,11 @@ def console() -> Console:
     return SafeConsole(highlight=False, soft_wrap=False, width=width, markup=False, emoji=False)
 
 
+def console_stderr() -> Console:
+    """The progress bars' console: stderr, control characters escaped."""
+    return SafeConsole(stderr=True, highlight=False, markup=False, emoji=False)
+
+
 def render_size(fp: Footprint) -> None:
     out = console()
     m = fp.model

@@ -105,6 +105,8 @@ def sweep(
     if grid.rows >= 100_000:
         from rich.progress import Progress
 
+        from .render import console_stderr
+
         with Progress(console=console_stderr(), transient=True) as bar:
             task = bar.add_task(f"{grid.rows:,} rows", total=grid.rows)
             df = run_sweep(grid, progress=lambda n: bar.advance(task, n))
@@ -117,9 +119,3 @@ def sweep(
     else:
         say(f"kvplan: wrote {len(df):,} rows to {output}")
 
-
-def console_stderr():
-
-    from .render import SafeConsole
-
-    return SafeConsole(stderr=True, highlight=False, markup=False, emoji=False)
