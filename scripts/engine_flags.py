@@ -17,8 +17,13 @@ import sys
 
 def _options(parser: argparse.ArgumentParser) -> dict:
     out = {}
-    for a in parser._actions:
-        if not a.option_strings or isinstance(a, argparse._HelpAction):
+    # every string the parser accepts, hidden ones too (vLLM 0.34's EnableDisableAction keeps
+    # --no-enable-X registered but out of the action's option_strings)
+    strings: dict[argparse.Action, list[str]] = {}
+    for s, a in parser._option_string_actions.items():
+        strings.setdefault(a, []).append(s)
+    for a, option_strings in strings.items():
+        if isinstance(a, argparse._HelpAction):
             continue
         takes = a.nargs != 0 and not isinstance(a, (argparse._StoreTrueAction,
                                                    argparse._StoreFalseAction,
@@ -26,7 +31,7 @@ def _options(parser: argparse.ArgumentParser) -> dict:
         entry = {"value": bool(takes)}
         if a.choices is not None:
             entry["choices"] = sorted(str(c) for c in a.choices)
-        for s in a.option_strings:
+        for s in option_strings:
             out[s] = entry
     return dict(sorted(out.items()))
 

@@ -42,8 +42,11 @@ def test_size_json_llama_3_70b_exact():
                     "window_tokens": None, "bytes_per_token": per_token, "state_bytes": 0}],
         "bytes_per_token": per_token,
         "state_bytes_per_sequence": 0,
+        "context_limit_tokens": 8192,
+        "context_limit_source": "max_position_embeddings = 8,192",
         "sequences": [
-            {"context_tokens": n, "total_bytes": n * per_token, "per_gpu_bytes": n * per_token}
+            {"context_tokens": n, "total_bytes": n * per_token, "per_gpu_bytes": n * per_token,
+             "past_context_limit": n > 8192}
             for n in (4096, 32768, 131072)  # multiples of the 16-token block: no rounding
         ],
     }
@@ -55,7 +58,7 @@ def test_size_json_tp_pp_and_block_rounding():
     d = invoke_json("llama-3-70b", "--tp", "4", "--pp", "2", "-c", "1000")
     per_gpu = 1008 * 40 * 2 * 2 * 128 * 2  # tokens x layers x heads/rank x (K,V) x dim x 2 B
     assert d["sequences"] == [{"context_tokens": 1000, "total_bytes": 8 * per_gpu,
-                               "per_gpu_bytes": per_gpu}]
+                               "per_gpu_bytes": per_gpu, "past_context_limit": False}]
     assert (d["tp"], d["pp"], d["block_size"]) == (4, 2, 16)
 
 

@@ -166,10 +166,10 @@ def test_deepseek_v3_dp8_ep8_on_sglang_and_trtllm(capsys):
     assert round((143_771 - reserved) / 143_771, 3) == 0.769
     assert "0.769" in next(t["how"] for t in sg["budget_terms"] if "mem_fraction" in t["label"])
     line = sg["launch"]["sglang"].split()
-    for flag, value in (("--tp-size", "8"), ("--dp-size", "8"), ("--ep-size", "8")):
+    for flag, value in (("--tp-size", "8"), ("--ep-size", "8")):
         assert line[line.index(flag) + 1] == value
     assert "--max-running-requests" not in line
-    assert "--enable-dp-attention" in line
+    assert line[line.index("--attn-dp-size") + 1] == "8" and "--enable-dp-attention" not in line
     t = trt["launch"]["trtllm"]
     assert '"enable_attention_dp": true' in t and "--tp_size 8" in t and "--ep_size 8" in t
 
@@ -271,3 +271,16 @@ def test_no_tp_pp_suggestion_for_a_dp_plan(capsys):
     note = next(n for n in fit_json(capsys, "qwen3-30b-a3b", "--gpu", "h100", "-c", "8k", "--dp",
                                     "2", "--engine", "sglang")["notes"] if "data-parallel" in n)
     assert "shared experts" not in note and "dense MLPs" not in note  # the model has neither
+
+
+@pytest.mark.parametrize("version, flags", [
+    ("0.5.21", ["--dp-size", "8", "--enable-dp-attention"]),  # before the deprecation
+    ("0.5.22", ["--attn-dp-size", "8"]),  # DeprecatedStoreTrueAction from 0.5.22
+])
+def test_sglang_dp_attention_spelling_by_release(capsys, version, flags):
+    d = fit_json(capsys, "deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "-c", "32k",
+                 "--engine", f"sglang@{version}")
+    line = d["launch"]["sglang"].split()
+    i = line.index(flags[0])
+    assert line[i:i + len(flags)] == flags
+    assert ("--enable-dp-attention" in line) == (version == "0.5.21")

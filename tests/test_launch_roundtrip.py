@@ -48,7 +48,8 @@ def replan(line: str, model, gpu):
     known = {"--tensor-parallel-size", "--pipeline-parallel-size", "--max-model-len",
              "--kv-cache-dtype", "--gpu-memory-utilization", "--max-num-seqs", "--quantization",
              "--block-size", "--kv-cache-memory-bytes", "--data-parallel-size",
-             "--enable-expert-parallel", "--max-num-batched-tokens", "--dtype"}
+             "--enable-expert-parallel", "--max-num-batched-tokens", "--dtype",
+             "--no-enable-prefix-caching"}
     assert set(flags) <= known, set(flags) - known
     n = int(flags["--max-model-len"])
     return plan_fit(request(

@@ -180,3 +180,25 @@ def test_a_warning_is_printed_once(capsys, tmp_path):
     assert run(["plan", str(f)]) == 0
     out = capsys.readouterr()
     assert out.err.count("requests are longer than") == 1 and "longer than" not in out.out
+
+
+def test_size_marks_contexts_past_the_limit(capsys):
+    """Llama-3 70B has 8,192 positions: ``size`` still counts 32k (80 x 8 x 128 x 2 x 2 B x
+    32,768 = 10,737,418,240 B) but marks it, in the table and the JSON."""
+    assert run(["size", "llama-3-70b", "-c", "8k,32k", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["context_limit_tokens"], d["context_limit_source"]) == (
+        8192, "max_position_embeddings = 8,192")
+    assert [(s["context_tokens"], s["per_gpu_bytes"], s["past_context_limit"])
+            for s in d["sequences"]] == [(8192, 2_684_354_560, False),
+                                         (32768, 10_737_418_240, True)]
+    assert run(["size", "llama-3-70b", "-c", "8k,32k"]) == 0
+    out = capsys.readouterr().out
+    assert "model limit" in out and out.count("past it") == 1
+    assert "32,768 tokens: past llama-3-70b's limit of 8,192 tokens" in " ".join(out.split())
+
+
+def test_size_within_the_limit_has_no_mark(capsys):
+    assert run(["size", "llama-3.1-8b", "-c", "128k"]) == 0
+    out = capsys.readouterr().out
+    assert "model limit" not in out and "past it" not in out

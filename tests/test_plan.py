@@ -590,3 +590,25 @@ def test_price_map_keyed_by_a_spec_file(tmp_path, monkeypatch):
     monkeypatch.chdir("/")
     rep = run_scenario(load_scenario(p), samples=10)
     assert sorted(o.evaluation.usd_per_hour for o in rep.outcomes) == [4.0, 16.0]
+
+
+def test_launch_cap_at_the_slo_batch_states_the_engine_pool(tmp_path, capsys):
+    """The starter's best line caps vLLM at the SLO batch (--max-num-seqs B); the note gives the
+    pool vLLM then has, which ``kvplan fit`` with the same flags computes on its own."""
+    p = tmp_path / "starter.yaml"
+    assert run(["init", str(p)]) == 0
+    capsys.readouterr()
+    assert run(["plan", str(p), "-f", "json", "--samples", "2000"]) == 0
+    best = json.loads(capsys.readouterr().out)["configurations"][0]
+    line = best["launch"]["vllm"].split()
+    assert line[line.index("--max-num-seqs") + 1] == str(best["batch"])
+    assert best["max_num_seqs"] > best["batch"]  # the figures keep the default cap
+    argv = ["fit", "llama-3.1-8b", "--gpu", best["gpu"], "--kv-dtype", best["kv_dtype"],
+            "-c", str(best["max_model_len"]), "--json"]
+    assert run(argv) == 0
+    default = json.loads(capsys.readouterr().out)["memory"]["kv_pool_bytes"]
+    assert run([*argv, "--max-num-seqs", str(best["batch"])]) == 0
+    capped = json.loads(capsys.readouterr().out)["memory"]["kv_pool_bytes"]
+    assert best["kv_pool_bytes"] == default < capped
+    note = next(n for n in best["notes"] if "SLO batch" in n)
+    assert f"its pool is {capped:,} B" in note and f"{capped - default:+,} B" in note

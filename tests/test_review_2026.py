@@ -142,8 +142,8 @@ def test_launch_lines_for_refusing_engines_are_comments(capsys):
                  "--tp", "8", "--context", "32k", "--kv-dtype", "fp8")
     vllm = d["launch"]["vllm"]
     assert vllm.startswith("vllm serve ") and "--kv-cache-dtype fp8 " in vllm
-    # vLLM picks the 64-token block itself (FlashMLASparse), so the line does not pass it
-    assert "--block-size" not in vllm and "--max-num-seqs" not in vllm
+    # the forced 64-token block (FlashMLASparse) is passed as planned
+    assert "--block-size 64 " in vllm and "--max-num-seqs" not in vllm
     assert d["launch"]["sglang"].startswith("# 'deepseek_v32' models are not planned on sglang")
     assert d["launch"]["trtllm"].startswith("# 'deepseek_v32' models are not planned on trtllm")
 

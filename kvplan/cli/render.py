@@ -59,6 +59,8 @@ def console_stderr() -> Console:
 
 
 def render_size(fp: Footprint) -> None:
+    from ..planning.model_limits import over_limit, past_limit_note
+
     out = console()
     m = fp.model
     out.print(f"{m.name}  {m.model_type}, {m.num_layers} layers, model dtype {m.dtype}"
@@ -103,14 +105,20 @@ def render_size(fp: Footprint) -> None:
         seqs.add_column(f"total, {gpus} GPUs", justify="right")
     seqs.add_column("busiest GPU" if gpus > 1 else "bytes", justify="right")
     seqs.add_column("", justify="right")
+    past = past_limit_note(m, [s.context_tokens for s in fp.sequences])
+    if past:
+        seqs.add_column("model limit")
     for s in fp.sequences:
         cells = [format_tokens(s.context_tokens), f"{s.context_tokens:,}"]
         if gpus > 1:
             cells.append(f"{format_int(s.total_bytes)} B")
         cells += [f"{format_int(s.per_gpu_bytes)} B", format_bytes(s.per_gpu_bytes)]
+        if past:
+            cells.append("past it" if over_limit(m, s.context_tokens) else "")
         seqs.add_row(*cells)
     out.print(seqs)
-    notes = list(fp.notes)
+    notes = [past] if past else []
+    notes += list(fp.notes)
     if fp.pp > 1:
         notes.append(f"pipeline stages hold {', '.join(map(str, fp.stage_layers))} layers")
     if fp.formats.k.residual_tokens:

@@ -41,7 +41,8 @@ def size(
         "repeatable or comma-separated. Default 4k,32k,128k.")] = None,
     block_size: Annotated[int | None, typer.Option(
         "--block-size", help="Paged-cache block size in tokens (1 = no rounding). "
-        "Default: the engine's (vllm 16, sglang 1, llama.cpp 256-cell padding).")] = None,
+        "Default: the engine's (vllm 16, 64 from vllm@0.34, sglang 1, llama.cpp 256-cell "
+        "padding).")] = None,
     engine: Annotated[str, typer.Option("--engine", help="Cache layout: vllm (default), sglang, "
                                         "hf (transformers 5; hf@4 for 4.x) or llama.cpp; "
                                         "NAME@VERSION for older rules (vllm@0.11).")] = "vllm",

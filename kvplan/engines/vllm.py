@@ -41,6 +41,7 @@ Rules, with where vLLM implements them:
 from __future__ import annotations
 
 from .base import EngineLayout, parse_version, version_tuple
+from .vllm_mla import release_default_block
 
 DEFAULT_VERSION = "main"
 
@@ -80,7 +81,7 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
         version=version,
         default_version=DEFAULT_VERSION,
         paged=True,
-        default_block_size_tokens=16,
+        default_block_size_tokens=release_default_block(version),
         sliding_policy="window",
         # 0.10 / 0.11 turn the hybrid KV-cache manager off for models with
         # attention_chunk_size (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to

@@ -16,6 +16,9 @@ accepts it, else its smallest supported size (``get_supported_kernel_block_sizes
   VLLM_ROCM_USE_AITER off, its default): TRITON_MLA (multiples of 16) -> 16. Triton MLA has no
   fp8 KV cache below SM 8.9.
 
+vLLM >= 0.34 starts from 64 instead of 16 (``CacheConfig.DEFAULT_BLOCK_SIZE``): every backend
+above that accepts 64 takes it (CUTLASS MLA stays at 128).
+
 vLLM <= 0.17 forced the block in ``cuda.py`` ``check_and_update_config`` (a given size too):
 Hopper 64 (FlashMLA); Blackwell 128 (CUTLASS MLA), or 64 with FlashInfer MLA from 0.15
 (PR #32615, 2026-01-19) when qk_nope_head_dim is 128; every other GPU 16 (Triton MLA).
@@ -34,6 +37,11 @@ class MlaBackend:
     block_tokens: int
     forced: bool  # the engine replaces a given --block-size
     rule: str  # which GPUs the rule covers and where it is read
+    kernel_tokens: int = 0  # the backend's smallest kernel block (0: block_tokens)
+
+    def __post_init__(self) -> None:
+        if not self.kernel_tokens:
+            object.__setattr__(self, "kernel_tokens", self.block_tokens)
 
 
 def _major(capability: str) -> int | None:
@@ -58,17 +66,32 @@ def mla_backend(capability: str, kv_fp8: bool, version: str, qk_nope_head_dim: i
                               "on Blackwell SM 10.x (CUTLASS MLA; cuda.py)")
         return MlaBackend("TRITON_MLA", 16, False, "Triton MLA, 16-token blocks, on SM 8.x, "
                           "12.x and AMD (vLLM <= 0.17)")
+    b = release_default_block(version)
     if major == 9:
         if kv_fp8:
-            return MlaBackend("FLASHMLA", 64, False, "Hopper (SM 9.x) with an fp8 KV cache: "
-                              "FlashMLA, 64-token kernel blocks (vLLM >= 0.18, PR #35122)")
-        return MlaBackend("FLASH_ATTN_MLA", 16, False, "Hopper (SM 9.x): FlashAttention-3 MLA, "
-                          "16-token blocks (vLLM >= 0.18, PR #35122)")
+            return MlaBackend("FLASHMLA", max(64, b), False, "Hopper (SM 9.x) with an fp8 KV "
+                              "cache: FlashMLA, 64-token kernel blocks (vLLM >= 0.18, PR #35122)",
+                              64)
+        return MlaBackend("FLASH_ATTN_MLA", b, False, "Hopper (SM 9.x): FlashAttention-3 MLA, "
+                          f"multiples of 16 tokens, {b}-token blocks (vLLM >= 0.18, PR #35122){_34(b)}",
+                          16)
     if major == 10:
         if qk_nope_head_dim in (64, 128, 192):
-            return MlaBackend("FLASHINFER_MLA", 32, False, "Blackwell SM 10.x: FlashInfer MLA, "
-                              "its smallest block 32 (vLLM >= 0.18, PR #35122)")
+            return MlaBackend("FLASHINFER_MLA", max(32, b), False, "Blackwell SM 10.x: FlashInfer "
+                              f"MLA (32 or 64), {max(32, b)}-token blocks (vLLM >= 0.18, PR "
+                              f"#35122){_34(b)}", 32)
         return MlaBackend("CUTLASS_MLA", 128, False, "Blackwell SM 10.x: CUTLASS MLA, 128-token "
                           "blocks (vLLM >= 0.18)")
-    return MlaBackend("TRITON_MLA", 16, False, "Triton MLA, 16-token blocks, on SM 8.x, 12.x "
-                      "and AMD (vLLM >= 0.18; ROCm AITER MLA is off by default)")
+    return MlaBackend("TRITON_MLA", b, False, f"Triton MLA, {b}-token blocks, on SM 8.x, 12.x "
+                      f"and AMD (vLLM >= 0.18; ROCm AITER MLA is off by default){_34(b)}", 16)
+
+
+def release_default_block(version: str) -> int:
+    """The block vLLM starts from (``CacheConfig.DEFAULT_BLOCK_SIZE``): 16, and 64 from 0.34.0
+    (``vllm/config/cache.py``; 0.33.0 has 16). ``main`` is vLLM main as kvplan read it (2026-08),
+    16."""
+    return 64 if version != "main" and version_tuple(version) >= (0, 34, 0) else 16
+
+
+def _34(block: int) -> str:
+    return "; vLLM >= 0.34 starts from 64-token blocks" if block == 64 else ""

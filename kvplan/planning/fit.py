@@ -20,6 +20,7 @@ from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
 from ..core.units import cdiv, ceil_bytes
 from ..core.weights import Weights, expert_width, tensor_role, weight_bytes
 from ..engines import EngineLayout, get_engine
+from ..engines.base import version_tuple
 from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_blocks
 from ..engines.parallel_rules import moe_split
 from .fit_pools import pool_layers
@@ -31,8 +32,8 @@ from .model_limits import check_context
 
 
 def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[int, list[str]]:
-    """The block size the engine will use: the user's, the engine default, vLLM's MLA
-    backend block, or vLLM's hybrid attention/Mamba unification."""
+    """The attention block the engine starts from: the user's, the engine default, or vLLM's
+    MLA backend block; a hybrid's block is then raised by ``_hybrid_unify``."""
     notes: list[str] = []
     block = req.block_size_tokens
     if layout.name != "vllm":
@@ -44,8 +45,7 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
                      "get_supported_kernel_block_sizes [64]) on the latent and indexer caches"
                      + (f"; --block-size {req.block_size_tokens} does not apply"
                         if req.block_size_tokens not in (None, 64) else ""))
-    elif "mla" in kinds and not any(not s.grows and s.kind not in ("sliding_window", "chunked_local")
-                                    for s in model.cache_layers):  # hybrids: _hybrid_unify
+    elif "mla" in kinds:
         mla = _mla_backend(req, layout, model)
         if block is None or mla.forced:
             if block not in (None, mla.block_tokens):
@@ -69,33 +69,52 @@ def _mla_backend(req: FitRequest, layout: EngineLayout, model: Model):
     return mla_backend(req.gpu.compute_capability, fmt.startswith("fp8"), layout.version, nope)
 
 
-def _hybrid_unify(fp_costs, layout, block, user_block, architecture: str
+def _hybrid_alignment(req: FitRequest, layout: EngineLayout, model: Model, block: int,
+                      mla: bool, head_dim: int) -> tuple[int, str]:
+    """The multiple vLLM raises a hybrid's attention block in, and where it is read.
+
+    vLLM <= 0.19 (``HybridAttentionMambaModelConfig``): 64 for MLA (128 for CUTLASS MLA on
+    Blackwell), 32 for head size 256 on Blackwell (FlashInfer), else 16. From 0.20
+    (``Platform.update_block_size_for_backend``): the larger of the attention backend's
+    smallest kernel block and the block it starts from; from 0.27 at least 128 for MLA
+    (TRTLLM/FlashInfer MLA decode kernels)."""
+    from ..engines.vllm_memory import mla_block_size
+
+    v = version_tuple(layout.version)
+    if v <= (0, 19, 99):
+        if mla:
+            return mla_block_size(req.gpu.architecture), "vLLM <= 0.19: MLA alignment"
+        if req.gpu.architecture == "blackwell" and head_dim == 256:
+            return 32, "vLLM <= 0.19: FlashInfer on Blackwell, head size 256"
+        return 16, "vLLM <= 0.19: FlashAttention blocks of 16"
+    kernel = _mla_backend(req, layout, model).kernel_tokens if mla else (
+        32 if req.gpu.architecture == "blackwell" and head_dim == 256 else 16)
+    align = max(kernel, block)
+    if mla and v >= (0, 27, 0):
+        return max(align, 128), "vLLM >= 0.27: MLA hybrids align to 128 tokens"
+    return align, "the attention backend's kernel block, or the starting block if larger"
+
+
+def _hybrid_unify(req: FitRequest, model: Model, fp_costs, layout, block: int
                   ) -> tuple[int, int | None, list[str]]:
     """vLLM: raise the attention block until one attention page covers a Mamba page, in
-    multiples of the attention backend's block (``HybridAttentionMambaModelConfig``): 64 for
-    MLA (128 for CUTLASS MLA on Blackwell), 32 for head size 256 on Blackwell (FlashInfer),
-    else 16."""
+    multiples of ``_hybrid_alignment``; the Mamba page is padded to the attention page."""
     costs = [c for layer in fp_costs for c in layer]
     states = [c for c in costs if c.state_bytes_per_rank]
     attn = [c for c in costs if not c.state_bytes_per_rank]
     if layout.name != "vllm" or not states or not attn:
         return block, None, []
-    from ..engines.vllm_memory import mla_block_size
-
-    if attn[0].kind == "mla":
-        align = mla_block_size(architecture)
-    elif architecture == "blackwell" and attn[0].head_dim_k == 256:
-        align = 32
-    else:
-        align = 16
+    align, _why = _hybrid_alignment(req, layout, model, block, attn[0].kind == "mla",
+                                    attn[0].head_dim_k)
     per_token = ceil_bytes(attn[0].rank_bytes_for_tokens(1))
     state_page = max(c.state_bytes_per_rank for c in states)
-    new_block = vllm_hybrid_block_size(per_token, state_page, user_block, align)
+    new_block = vllm_hybrid_block_size(per_token, state_page, block, align)
     padded = new_block * per_token
     pct = 100 * (padded - state_page) / state_page
     return new_block, padded, [
         f"vLLM sets the attention block to {new_block:,} tokens so an attention page "
-        f"({padded:,} B) covers a Mamba page ({state_page:,} B, padded by {pct:.2f}%)"]
+        f"({padded:,} B) covers a Mamba page ({state_page:,} B, padded by {pct:.2f}%), in "
+        f"multiples of {align} tokens ({_why})"]
 
 
 def _budget(layout: EngineLayout, inputs: BudgetInputs, last_stage: bool) -> Budget:
@@ -183,6 +202,7 @@ def plan_layout(req: FitRequest) -> FitResult:
     # --concurrency caps the engine (the launch line's --max-num-seqs), so the budget uses it
     mns = req.max_num_seqs or (cdiv(req.concurrency, req.dp) if req.concurrency else dflt_seqs)
     block, notes = _block_size(req, layout, model)
+    start_block = block
     long_note = check_context(model, max_model_len, req.allow_long_max_model_len,
                               "--max-model-len" if req.max_model_len else "--context")
     if long_note:
@@ -203,8 +223,7 @@ def plan_layout(req: FitRequest) -> FitResult:
 
     fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
                       block_size_tokens=block, engine=layout)
-    block2, state_page, hybrid_notes = _hybrid_unify(fp.layer_costs, layout, block,
-                                                     req.block_size_tokens, req.gpu.architecture)
+    block2, state_page, hybrid_notes = _hybrid_unify(req, model, fp.layer_costs, layout, block)
     if block2 != block:
         block = block2
         fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
@@ -278,7 +297,7 @@ def plan_layout(req: FitRequest) -> FitResult:
         plans.append(StagePlan(s, len(rng), budget, tuple(pls), nb, g))
 
     result = conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
-    return replace(result, split=split)
+    return replace(result, split=split, start_block_size_tokens=start_block)
 
 
 def plan_fit(req: FitRequest) -> FitResult:

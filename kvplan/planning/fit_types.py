@@ -112,6 +112,9 @@ class FitResult:
     draft_footprint: Footprint | None = None  # the draft model's cache layers (last stage)
     split: MoeSplit | None = None  # how a stage's GPUs hold the tensors (None: plain TP)
     suggested: FitResult | None = None  # the plan of ``suggestion`` (its launch lines)
+    #: the attention block before a hybrid's unification raised it (the ``--block-size`` a
+    #: vLLM line passes, so that every release starts from the planned block)
+    start_block_size_tokens: int = 0
 
     @property
     def concurrency_per_rank(self) -> int:

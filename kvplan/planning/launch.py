@@ -18,6 +18,7 @@ from pathlib import Path, PurePath
 from ..core.errors import KvplanError
 from ..core.weights import WeightFormat, expert_width
 from ..engines import get_engine
+from ..engines.base import STATE_KINDS, version_tuple
 from ..engines.parallel_rules import moe_split
 from ..engines.vllm_memory import default_utilization
 from .fit_types import FitResult
@@ -182,6 +183,22 @@ def _unsupported(engine: str, fmt: str) -> str:
     return f"# {engine} has no {fmt} KV cache; plan it with --engine {engine} and a format it has"
 
 
+#: vLLM turns prefix caching on by default, for hybrid models too (``ModelConfig.
+#: is_prefix_caching_supported``); their Mamba cache then runs in mode "align" or "all"
+#: (``MambaModelConfig.verify_and_update_config``, from 0.18), which keeps state checkpoints at
+#: block boundaries and sizes blocks to the Mamba chunk. kvplan plans mode "none" (one state
+#: slot per sequence), so the line turns prefix caching off: ``--no-enable-prefix-caching`` is
+#: argparse's BooleanOptionalAction spelling, kept (hidden) by 0.34's EnableDisableAction.
+PREFIX_CACHING_NOTE = ("prefix caching off: the plan is vLLM's one Mamba state slot per "
+                       "sequence (mamba_cache_mode none)")
+
+
+def _vllm_hybrid(r: FitResult) -> bool:
+    """Attention and recurrent-state layers together: vLLM's ``is_hybrid``."""
+    kinds = {spec.kind for spec in r.request.model.cache_layers}
+    return bool(kinds & STATE_KINDS) and bool(kinds - STATE_KINDS)
+
+
 def vllm_command(r: FitResult, sequences: int | None = None) -> str:
     req = r.request
     kv = _kv_flag(VLLM_KV, r.kv_format, "vllm")
@@ -202,17 +219,34 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
     if req.ep > 1:
         parts += ["--enable-expert-parallel"]
     if planned:
-        if req.block_size_tokens:  # the plan used it; vLLM's backend decides if it can
-            parts += ["--block-size", str(r.block_size_tokens)]
+        # the block the plan starts from, always: vLLM 0.34 moved its default from 16 to 64,
+        # and a hybrid's larger block is vLLM's own rounding of it (not passed)
+        parts += ["--block-size", str(r.start_block_size_tokens or r.block_size_tokens)]
         if req.max_num_batched_tokens:
             parts += ["--max-num-batched-tokens", str(r.max_num_batched_tokens)]
         if req.kv_cache_memory_bytes is not None:
             parts += ["--kv-cache-memory-bytes", str(req.kv_cache_memory_bytes)]
+    if _vllm_hybrid(r):
+        parts += ["--no-enable-prefix-caching"]
+        comment = "; ".join(c for c in (comment, PREFIX_CACHING_NOTE) if c)
     if req.draft:
         spec = {"model": req.draft.model.hub_id or req.draft.model.name,
                 "num_speculative_tokens": req.draft.num_speculative_tokens}
         parts += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
     return _line(_env(r, "vllm"), parts, comment)
+
+
+def _sglang_dp_flags(r: FitResult, dp_attention: bool) -> list[str]:
+    """SGLang's data parallel: replicas (``--dp-size``), or attention DP inside the ``--tp-size``
+    group. SGLang 0.5.22 deprecated ``--dp-size D --enable-dp-attention`` for ``--attn-dp-size
+    D`` (``server_args.py``: DeprecatedStoreTrueAction, removal after 2026-12-31; 0.5.21 and
+    older have only the old spelling)."""
+    d = str(r.request.dp)
+    if not dp_attention:
+        return ["--dp-size", d]
+    if r.layout.name == "sglang" and version_tuple(r.layout.version) < (0, 5, 22):
+        return ["--dp-size", d, "--enable-dp-attention"]
+    return ["--attn-dp-size", d]
 
 
 def sglang_command(r: FitResult, sequences: int | None = None) -> str:
@@ -230,7 +264,7 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
         # under DP attention SGLang divides --max-running-requests among the DP ranks
         parts += ["--max-running-requests", str(n * req.dp if dp_attention else n)]
     if req.dp > 1:
-        parts += ["--dp-size", str(req.dp)] + (["--enable-dp-attention"] if dp_attention else [])
+        parts += _sglang_dp_flags(r, dp_attention)
     if req.ep > 1:
         parts += ["--ep-size", str(req.ep)]
     if r.layout.name == "sglang":

@@ -41,3 +41,14 @@ def check_context(model: Model, tokens: int, allowed: bool, field: str = "--cont
             "the launch lines set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vLLM) or "
             "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (SGLang); positions past the trained "
             "length give wrong output unless the RoPE scaling is raised too")
+
+
+def past_limit_note(model: Model, contexts: list[int]) -> str | None:
+    """``kvplan size``: the contexts past the limit (their bytes are what the layout would hold;
+    the engines refuse such a ``max_model_len`` unless told to allow it), or None."""
+    past = [t for t in contexts if over_limit(model, t)]
+    if not past:
+        return None
+    return (f"{', '.join(f'{t:,}' for t in past)} tokens: past {limit_words(model)}; the bytes "
+            "are what the layout would hold, but vLLM and SGLang refuse such a max_model_len "
+            f"unless {' or '.join(ENGINE_OVERRIDES.values())} (fit and plan take {ALLOW_FLAG})")

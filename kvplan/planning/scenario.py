@@ -202,8 +202,15 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
         ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens,
                       arrays=arrays)
-        r = replace(r, notes=tuple(_scenario_words(n) for n in r.notes))
-        launch = launch_commands(r, ev.batch) if ev.batch else {}
+        notes = [_scenario_words(n) for n in r.notes]
+        launch_r = r
+        if ev.batch and s.max_num_seqs is None and ev.batch < r.max_num_seqs:
+            # the lines cap the engine at the SLO batch: plan that launch as the engine sees it
+            launch_r = plan_fit(replace(req, max_num_seqs=ev.batch))
+            if launch_r.budget.kv_pool_bytes != r.budget.kv_pool_bytes:
+                notes.append(_capped_note(r, launch_r, ev.batch))
+        r = replace(r, notes=tuple(notes))
+        launch = launch_commands(launch_r, ev.batch) if ev.batch else {}
         outcomes.append(Outcome(cand, r, sm, eff, ev, price, launch))
     outcomes.sort(key=_rank_key)
     simulation = None
@@ -218,6 +225,17 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                       tuple(skipped), tuple(assumptions(sc, outcomes, model)), tuple(warnings), seed,
                       len(w.trace) if w.trace is not None else samples, model.assumptions,
                       model.standard_attention_assumed, simulation)
+
+
+def _capped_note(r: FitResult, capped: FitResult, batch: int) -> str:
+    """The pool the launch lines give: ``--max-num-seqs`` at the SLO batch shrinks the engine's
+    per-sequence warm-up (vLLM's sampler), so its pool is a little larger than the one planned
+    with the default cap (which the figures above use)."""
+    a, b = r.budget.kv_pool_bytes, capped.budget.kv_pool_bytes
+    return (f"the launch lines cap the engine at the SLO batch of {batch:,} sequences "
+            f"(--max-num-seqs); with that cap its pool is {b:,} B ({b / 2**30:.2f} GiB), "
+            f"{b - a:+,} B against the {a:,} B planned with the default cap of "
+            f"{r.max_num_seqs:,} (the figures here)")
 
 
 def _price_lines(sc: Scenario, outcomes: list[Outcome]) -> list[str]:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from ..core.units import ceil_bytes
 from ..planning.footprint import Footprint
+from ..planning.model_limits import over_limit
 
 
 def size_record(fp: Footprint) -> dict:
+    lim = fp.model.context_limit
     layers = []
     for row in fp.layers:
         layers.append({
@@ -34,9 +36,12 @@ def size_record(fp: Footprint) -> dict:
         "layers": layers,
         "bytes_per_token": ceil_bytes(fp.bytes_per_token),
         "state_bytes_per_sequence": fp.state_bytes_per_sequence,
+        "context_limit_tokens": lim.tokens if lim else None,
+        "context_limit_source": lim.source if lim else None,
         "sequences": [
             {"context_tokens": s.context_tokens, "total_bytes": s.total_bytes,
-             "per_gpu_bytes": s.per_gpu_bytes}
+             "per_gpu_bytes": s.per_gpu_bytes,
+             "past_context_limit": over_limit(fp.model, s.context_tokens)}
             for s in fp.sequences
         ],
     }
