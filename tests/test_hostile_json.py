@@ -4,6 +4,8 @@ config.json, a calibration run, a serving calibration, a trace (issue 16, class 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan.cli.main import run
@@ -117,3 +119,38 @@ def test_yaml_bombs_are_refused_fast(tmp_path, capsys, text, words, cmd):
     # newer PyYAML refuses deep nesting itself ("exceeded maximum nesting depth")
     assert words in err or (words == "nested too deeply" and "maximum nesting depth" in err)
     assert time.perf_counter() - t < 10
+
+
+@pytest.mark.parametrize("value, words", [
+    ("1.0e40000000", "is too large a token count"),   # built, it would take minutes
+    ("1e13", "over kvplan's bound of 1,099,511,627,776 tokens"),
+])
+def test_huge_contexts_are_refused_before_work(capsys, value, words):
+    import time
+
+    t = time.perf_counter()
+    assert words in one_line(["size", "llama-3.1-8b", "-c", value], capsys)
+    assert time.perf_counter() - t < 2
+
+
+def test_huge_pool_size_is_refused(capsys):
+    err = one_line(["fit", "llama-3.1-8b", "--gpu", "h100", "--kv-cache-memory", "1.0e40000000"],
+                   capsys)
+    assert "is too large a size" in err
+
+
+@pytest.mark.parametrize("key, value", [("num_seqs", "y" * 11), ("num_blocks", 10**20),
+                                        ("kv_dtype", None), ("block_size_tokens", True)])
+def test_run_file_inputs_are_typed(tmp_path, capsys, key, value):
+    """A footprint case whose inputs have the wrong type or size: one line naming the input (a
+    string count would multiply into a string of unbounded size)."""
+    import json as _json
+
+    src = next(Path(__file__).parents[1].glob("calibrate/runs/*.json"))
+    doc = _json.loads(src.read_text())
+    case = next(c for c in doc["cases"] if c["kind"] == "footprint"
+                and "num_seqs" in c["inputs"] and not c["inputs"].get("context_tokens"))
+    case["inputs"][key] = value
+    p = tmp_path / "run.json"
+    p.write_text(_json.dumps(doc))
+    assert f"inputs.{key} must be" in one_line(["validate", str(p)], capsys)

@@ -16,6 +16,28 @@ TB = 1000**4
 
 #: Token-count suffixes accepted on the command line: k = 1024 (as context lengths are quoted).
 TOKEN_SUFFIXES = {"k": 1024, "m": 1024**2}
+#: the longest context any command accepts (2^40 tokens): a bound stated before work starts
+MAX_TOKENS = 2**40
+#: the most digits (with the exponent added) a number on the command line or in a file may have:
+#: larger values are refused before they are built (``1.0e40000000`` would take minutes)
+MAX_DIGITS = 30
+
+
+def _decimal(s: str) -> Fraction:
+    """An exact decimal (``128``, ``54.84``, ``1.5e3``), refused past ``MAX_DIGITS`` before it
+    is built. Raises ValueError."""
+    mantissa, _, exponent = s.partition("e")
+    if exponent:
+        if not exponent.lstrip("+-").isdigit():
+            raise ValueError(s)
+        if len(exponent) > 4:
+            raise (ValueError(s) if exponent.startswith("-") else OverflowError(s))
+        digits = len(mantissa.split(".")[0].lstrip("+-0")) + int(exponent)
+    else:
+        digits = len(mantissa.split(".")[0].lstrip("+-0"))
+    if digits > MAX_DIGITS:
+        raise OverflowError(s)
+    return Fraction(s)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -41,14 +63,19 @@ def parse_tokens(text: str) -> int:
         mult = TOKEN_SUFFIXES[s[-1]]
         s = s[:-1]
     try:
-        value = (Fraction(s) if "." in s else Fraction(int(s))) * mult
+        value = _decimal(s) * mult
+    except OverflowError:
+        raise ValueError(f"{str(text)[:40]!r} is too large a token count") from None
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{text!r} is not a token count (use e.g. 4096, 4k, 128k, 1M)") from None
+        raise ValueError(f"{str(text)[:40]!r} is not a token count (use e.g. 4096, 4k, 128k, "
+                         "1M)") from None
     if value.denominator != 1:
         raise ValueError(f"{text!r} is not a whole number of tokens")
     n = int(value)
     if n <= 0:
         raise ValueError(f"{text!r} must be a positive number of tokens")
+    if n > MAX_TOKENS:
+        raise ValueError(f"{str(text)[:40]!r} is over kvplan's bound of {MAX_TOKENS:,} tokens")
     return n
 
 
@@ -68,9 +95,12 @@ def parse_bytes(text: str) -> int:
         raise ValueError(f"{text!r}: unknown unit {suffix!r} (use B, KiB, MiB, GiB, TiB, kB, MB, "
                          "GB or TB)")
     try:
-        value = Fraction(num) * BYTE_SUFFIXES.get(suffix, 1)
+        value = _decimal(num) * BYTE_SUFFIXES.get(suffix, 1)
+    except OverflowError:
+        raise ValueError(f"{str(text)[:40]!r} is too large a size") from None
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{text!r} is not a size (use e.g. 54.84GiB, 80GB or a byte count)") from None
+        raise ValueError(f"{str(text)[:40]!r} is not a size (use e.g. 54.84GiB, 80GB or a byte "
+                         "count)") from None
     if value <= 0:
         raise ValueError(f"{text!r} must be a positive size")
     return int(value)

@@ -62,19 +62,17 @@ def _names(path: Path) -> list[str]:
     file is validated when loaded). One-line ``name:`` and flow-list ``aliases: [...]`` (the
     style of the built-in files) are read with a regular expression; anything else with
     ``yaml.safe_load``."""
-    import yaml
+    from .yaml_file import read_yaml
 
     try:
         text = path.read_text(encoding="utf-8")
-        name, aliases = _NAME.search(text), _ALIASES.search(text)
-        if name and aliases and not any(c in aliases.group(1) for c in "[]{}\"'"):
-            return [path.stem, name.group(1).strip("\"'"),
-                    *(a.strip() for a in aliases.group(1).split(",") if a.strip())]
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        from .yaml_file import read_yaml
-
-        data, _ = read_yaml(path, GpuSpecError)  # raises the one-line error
+    except (OSError, UnicodeDecodeError):
+        text = None
+    name, aliases = (_NAME.search(text), _ALIASES.search(text)) if text else (None, None)
+    if name and aliases and not any(c in aliases.group(1) for c in "[]{}\"'"):
+        return [path.stem, name.group(1).strip("\"'"),
+                *(a.strip() for a in aliases.group(1).split(",") if a.strip())]
+    data, _ = read_yaml(path, GpuSpecError)  # bounded (depth, aliases); one line on errors
     if not isinstance(data, dict):
         return [path.stem]
     aliases = data.get("aliases")

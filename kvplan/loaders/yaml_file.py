@@ -19,6 +19,22 @@ from .files import read_text
 
 NUMERIC_LOOKING = re.compile(r"^[+-]?(\d[\d_]*)?\.?\d*([eE][+-]?\d+)?$")
 MAX_NODES = 100_000  # a document's nodes with every alias expanded (an alias bomb has 10^9)
+MAX_DEPTH = 64  # nested mappings and lists (kvplan's own files need 6); deeper input would
+# overflow the C stack of libyaml's recursive composer (a segfault, not an exception)
+
+
+def _too_deep(text: str, loader: type) -> bool:
+    """Whether the document nests past ``MAX_DEPTH``, read from the event stream (libyaml's
+    parser keeps its state on the heap, so this pass itself is bounded)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    return False
 
 
 def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
@@ -61,6 +77,8 @@ def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tupl
     text = read_text(path, error)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C parser, for line numbers
     try:
+        if _too_deep(text, loader):
+            raise error(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", source=str(path))
         node = yaml.compose(text, Loader=loader)
         size = _expanded_nodes(node, {}) if node is not None else 0
         if size > MAX_NODES:

@@ -30,26 +30,57 @@ class Verdict:
     unit: str
 
 
+MAX_INPUT = 10**12  # any count in a case's inputs (tokens, blocks, sequences, widths)
+
+
+def _count(inputs: dict, key: str, default: int | None = None, minimum: int = 1) -> int:
+    """An integer input of a case, range-checked before any work (a string or a huge value
+    would otherwise multiply into a string or a number of unbounded size)."""
+    value = inputs.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_INPUT:
+        raise ValueError(f"inputs.{key} must be an integer from {minimum} to {MAX_INPUT:,}, "
+                         f"got {str(value)[:40]!r}")
+    return value
+
+
+def _rate(inputs: dict, key: str) -> float:
+    """A positive, finite number input (a measured rate)."""
+    value = inputs.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e30:
+        raise ValueError(f"inputs.{key} must be a positive finite number, got {str(value)[:40]!r}")
+    return float(value)
+
+
+def _name(inputs: dict, key: str, default: str | None = None) -> str:
+    value = inputs.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"inputs.{key} must be a non-empty string, got {str(value)[:40]!r}")
+    return value
+
+
 def footprint_prediction(inputs: dict) -> int:
     """kvplan's bytes for a footprint case on rank 0: pages x blocks + states x sequences, or,
     with ``context_tokens``, one sequence's bytes at that context (vLLM layout)."""
     from ..loaders.resolve import load_model
     from .footprint import kv_footprint
 
-    m = load_model(inputs["model"])
-    block = inputs["block_size_tokens"]
-    ctx = inputs.get("context_tokens")
-    fp = kv_footprint(m, (ctx or block,), kv_dtype=inputs.get("kv_dtype", "auto"),
-                      tp=inputs.get("tp", 1), block_size_tokens=block, engine="vllm")
+    if not isinstance(inputs, dict):
+        raise ValueError("inputs must be an object")
+    m = load_model(_name(inputs, "model"))
+    block = _count(inputs, "block_size_tokens")
+    ctx = _count(inputs, "context_tokens") if inputs.get("context_tokens") is not None else None
+    fp = kv_footprint(m, (ctx or block,), kv_dtype=_name(inputs, "kv_dtype", "auto"),
+                      tp=_count(inputs, "tp", 1), block_size_tokens=block, engine="vllm")
     if ctx:
         return fp.sequences[0].per_gpu_bytes
+    seqs, blocks = _count(inputs, "num_seqs", minimum=0), _count(inputs, "num_blocks", minimum=0)
     total = Fraction(0)
     for layer in fp.layer_costs:
         for c in layer:
             if c.state_bytes_per_rank:
-                total += c.state_bytes_per_rank * inputs["num_seqs"]
+                total += c.state_bytes_per_rank * seqs
             else:
-                total += c.rank_bytes_for_tokens(block) * inputs["num_blocks"]
+                total += c.rank_bytes_for_tokens(block) * blocks
     return int(total)
 
 
@@ -57,6 +88,11 @@ def decode_prediction(i: dict) -> float:
     """The performance model's step time for a synthetic decode-step case."""
     from ..core.perf import Efficiency, KvRead, StepModel, decode_step
 
+    if not isinstance(i, dict):
+        raise ValueError("inputs must be an object")
+    i = {**i, **{k: _count(i, k) for k in ("hidden", "heads", "kv_heads", "layers",
+                                            "intermediate", "element_bytes", "batch", "context")},
+         **{k: _rate(i, k) for k in ("copy_bytes_per_s", "flops_per_s")}}
     hd = i["hidden"] // i["heads"]
     e = i["element_bytes"]
     params = i["layers"] * (i["hidden"] * (i["heads"] + 2 * i["kv_heads"]) * hd

@@ -66,6 +66,10 @@ def _publish_new(tmp: str, path: Path, flag: str) -> None:
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             raise exists from None
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(path)  # the empty file that claimed the name: nothing half-written stays
+            raise
         return
     os.unlink(tmp)
