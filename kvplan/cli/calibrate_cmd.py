@@ -101,13 +101,8 @@ def validate(
     if as_json:
         typer.echo(strict_json.dumps([v.__dict__ for v in verdicts], indent=1))
     else:
-        from rich.table import Table
-
         from .render import console
-
-        t = Table(title=f"{len(paths)} run(s), {len(verdicts)} case(s)", title_justify="left")
-        for col in ("run", "case", "predicted", "measured", "error", "tolerance", "verdict"):
-            t.add_column(col, justify="right" if col in ("predicted", "measured", "error") else "left")
+        from .tables import Col, print_table
 
         def fmt(x, unit):
             if x is None:
@@ -118,14 +113,15 @@ def validate(
                 return f"{x * 1e3:.3f} ms"
             return f"{x / 1e9:,.2f} GB/s"
 
-        for v in verdicts:
-            verdict = "informational" if v.ok is None else "ok" if v.ok else "FAIL"
-            t.add_row(v.run, v.case, fmt(v.predicted, v.unit), fmt(v.measured, v.unit),
-                      "" if v.error is None else f"{v.error:+.2%}",
-                      "" if v.tolerance is None else ("exact" if v.tolerance == 0 else f"{v.tolerance:.0%}"),
-                      verdict)
+        cols = [Col("run", "key", "left"), Col("case", "key", "left"), Col("predicted"),
+                Col("measured"), Col("error"), Col("tolerance", justify="left", optional=True),
+                Col("verdict", justify="left")]
+        rows = [[v.run, v.case, fmt(v.predicted, v.unit), fmt(v.measured, v.unit),
+                 "" if v.error is None else f"{v.error:+.2%}",
+                 "" if v.tolerance is None else ("exact" if v.tolerance == 0 else f"{v.tolerance:.0%}"),
+                 "informational" if v.ok is None else "ok" if v.ok else "FAIL"] for v in verdicts]
         out = console()
-        out.print(t)
+        print_table(out, cols, rows, title=f"{len(paths)} run(s), {len(verdicts)} case(s)")
         out.print(f"{len(failed)} failed" if failed else "all judged cases agree")
     return 1 if failed else 0
 
