@@ -154,3 +154,22 @@ def test_run_file_inputs_are_typed(tmp_path, capsys, key, value):
     p = tmp_path / "run.json"
     p.write_text(_json.dumps(doc))
     assert f"inputs.{key} must be" in one_line(["validate", str(p)], capsys)
+
+
+def test_given_pool_past_the_gpu_does_not_fit(capsys):
+    """Llama-3.1-8B on one H100 (vLLM main): 85,045,477,376 B total - 16,060,522,496 weights -
+    2,029,112,524 activation peak - 1,241,513,984 runtime overhead = 65,714,328,372 B is the
+    largest --kv-cache-memory that can be allocated; one byte more cannot."""
+    import json as _json
+
+    def fit(pool: int) -> dict:
+        assert run(["fit", "llama-3.1-8b", "--gpu", "h100", "--kv-cache-memory", str(pool),
+                    "--json"]) == 0
+        return _json.loads(capsys.readouterr().out)
+
+    ok, over = fit(65_714_328_372), fit(65_714_328_373)
+    assert ok["fits"] and ok["max_concurrency"] == 65_714_328_372 // (8192 * 131_072)
+    assert not over["fits"] and over["max_concurrency"] == 0
+    assert over["verdict"].startswith("does not fit: the given 61.20 GiB KV pool + 14.96 GiB "
+                                      "weights")
+    assert "more than the GPU's 79.20 GiB" in over["verdict"]

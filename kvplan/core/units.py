@@ -18,6 +18,8 @@ TB = 1000**4
 TOKEN_SUFFIXES = {"k": 1024, "m": 1024**2}
 #: the longest context any command accepts (2^40 tokens): a bound stated before work starts
 MAX_TOKENS = 2**40
+#: the largest memory size any option accepts (1 PiB; one GPU holds far less)
+MAX_BYTES = 2**50
 #: the most digits (with the exponent added) a number on the command line or in a file may have:
 #: larger values are refused before they are built (``1.0e40000000`` would take minutes)
 MAX_DIGITS = 30
@@ -103,6 +105,8 @@ def parse_bytes(text: str) -> int:
                          "count)") from None
     if value <= 0:
         raise ValueError(f"{text!r} must be a positive size")
+    if value > MAX_BYTES:
+        raise ValueError(f"{str(text)[:40]!r} is over kvplan's bound of {MAX_BYTES:,} B (1 PiB)")
     return int(value)
 
 

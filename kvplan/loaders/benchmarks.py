@@ -246,16 +246,9 @@ def _serving_json_row(d: dict, where: str, fmt: str, meta: dict[str, str]) -> Me
 
 
 def _read_text(path: Path) -> str:
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise BenchmarkFileError(f"{size:,} bytes is over the {MAX_FILE_BYTES:,}-byte limit "
-                                     "of a benchmark file", source=str(path))
-        return path.read_bytes().decode("utf-8-sig")
-    except OSError as e:
-        raise BenchmarkFileError(f"cannot read: {e.strerror}", source=str(path)) from None
-    except UnicodeDecodeError:
-        raise BenchmarkFileError("not UTF-8 text", source=str(path)) from None
+    from .files import read_text
+
+    return read_text(path, BenchmarkFileError, "utf-8-sig", MAX_FILE_BYTES)
 
 
 def _csv_rows(text: str, path: Path):

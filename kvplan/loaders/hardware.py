@@ -61,13 +61,14 @@ def _names(path: Path) -> list[str]:
     """The key, name and aliases of one file, read without schema validation (the chosen
     file is validated when loaded). One-line ``name:`` and flow-list ``aliases: [...]`` (the
     style of the built-in files) are read with a regular expression; anything else with
-    ``yaml.safe_load``."""
+    the bounded YAML reader."""
+    from .files import read_text
     from .yaml_file import read_yaml
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = None
+        text = read_text(path, GpuSpecError)
+    except GpuSpecError:
+        text = None  # read_yaml below raises the one-line error
     name, aliases = (_NAME.search(text), _ALIASES.search(text)) if text else (None, None)
     if name and aliases and not any(c in aliases.group(1) for c in "[]{}\"'"):
         return [path.stem, name.group(1).strip("\"'"),

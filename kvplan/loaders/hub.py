@@ -183,9 +183,14 @@ def cached_config(repo_id: str, revision: str) -> tuple[str, Path] | None:
 
 
 def _read_json(path: Path, repo_id: str) -> dict:
+    from .files import read_bytes
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        data = json.loads(read_bytes(path, HubError).decode("utf-8-sig"))
+    except HubError as e:
+        raise HubError(f"cached config.json is unreadable ({e.detail}); delete it or pass "
+                       "--refresh", source=str(path)) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise HubError(f"cached config.json is unreadable ({type(e).__name__}); delete it or "
                        "pass --refresh", source=str(path)) from None
     if not isinstance(data, dict):
@@ -321,15 +326,29 @@ def checkpoint_size(repo_id: str, commit: str, token: str | None = None) -> Chec
         raise _translate(e, repo_id, commit[:12], "safetensors headers") from None
 
 
+def _sane(size: CheckpointSize) -> bool:
+    """A cached summary holds what kvplan writes: dtype names to non-negative integers."""
+    def counts(d: object) -> bool:
+        return isinstance(d, dict) and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            and 0 <= v < 10**16 for k, v in d.items())
+    return (counts(size.params_by_dtype) and counts(size.bytes_by_dtype)
+            and isinstance(size.files, int) and not isinstance(size.files, bool) and size.files >= 0)
+
+
 def _checkpoint_size(repo_id: str, commit: str, token: str | None = None) -> CheckpointSize | None:
     """Parameter counts by dtype from the repo's safetensors headers (range requests for the
     headers only, through huggingface_hub), cached per commit. None when the repo has no
     safetensors files or the Hub cannot be asked (offline, uncached)."""
     cache = _kvplan_cache(repo_id, commit)
     try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
-        return CheckpointSize(data["params_by_dtype"], data["bytes_by_dtype"], data["files"])
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        from .files import read_bytes
+
+        data = json.loads(read_bytes(cache, HubError))
+        size = CheckpointSize(data["params_by_dtype"], data["bytes_by_dtype"], data["files"])
+        if _sane(size):
+            return size  # else a tampered or truncated summary: asked again
+    except (HubError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         pass
     if offline():
         return None

@@ -19,11 +19,12 @@ class RunFileError(KvplanError):
 
 
 def load_run(path: Path) -> dict:
+    from .files import read_text
+
+    text = read_text(path, RunFileError)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise RunFileError(f"cannot read run file: {e.strerror}", source=str(path)) from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # long integers, deep nesting
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:  # long integers, deep nesting
         raise RunFileError(f"corrupt run file ({type(e).__name__}: {e})".splitlines()[0][:200],
                            source=str(path)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:

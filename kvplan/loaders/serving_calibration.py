@@ -41,11 +41,12 @@ def file_name(gpu: str, engine: str) -> str:
 def read_calibration(path: Path) -> tuple[Efficiency, dict]:
     """The efficiency and provenance a calibration file holds; anything else is an error
     naming the file and field."""
+    from .files import read_text
+
+    text = read_text(path, CalibrationFileError)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise CalibrationFileError(f"cannot read: {e.strerror}", source=str(path)) from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # long integers, deep nesting
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:  # long integers, deep nesting
         raise CalibrationFileError(f"corrupt ({type(e).__name__})", source=str(path)) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise CalibrationFileError(f"not a kvplan serving calibration (schema {SCHEMA!r})",

@@ -51,7 +51,10 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
     target = req.concurrency or 1
     per_rank, conc = conc, conc * req.dp  # each DP rank holds its own sequences
     fits = budget.kv_pool_bytes > 0 and conc >= target
-    if budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
+    over = _given_pool_overflow(req, budget)
+    if over:  # the pool cannot be allocated: it holds no sequence
+        fits, verdict, per_rank, conc = False, over, 0, 0
+    elif budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
         g0 = busiest.pool_groups or vllm_groups(busiest.pool_layers)
         verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "
                    f"({g0.block_bytes:,} B: one {block}-token page of every layer in a group)")
@@ -81,3 +84,19 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         stages=tuple(plans), kv_pool_tokens=tokens, per_sequence_bytes=seq_bytes,
         max_concurrency=conc, engine_max_concurrency=engine_conc, fits=fits, verdict=verdict,
         notes=tuple(dict.fromkeys([*notes, *budget.notes])), draft_footprint=draft_fp)
+
+
+def _given_pool_overflow(req, budget) -> str | None:
+    """A ``--kv-cache-memory`` pool that, with the weights, the activation peak and the runtime
+    overhead, needs more than the GPU's memory: the engine allocates it and runs out."""
+    if req.kv_cache_memory_bytes is None:
+        return None
+    need = (budget.kv_pool_bytes + budget.weights_bytes + budget.activation_bytes
+            + budget.runtime_overhead_bytes)
+    if need <= budget.total_bytes:
+        return None
+    return (f"does not fit: the given {budget.kv_pool_bytes / 2**30:,.2f} GiB KV pool + "
+            f"{budget.weights_bytes / 2**30:,.2f} GiB weights + "
+            f"{budget.activation_bytes / 2**30:,.2f} GiB activation peak + "
+            f"{budget.runtime_overhead_bytes / 2**30:,.2f} GiB runtime overhead = "
+            f"{need / 2**30:,.2f} GiB, more than the GPU's {budget.total_bytes / 2**30:,.2f} GiB")
