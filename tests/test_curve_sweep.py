@@ -414,13 +414,17 @@ def test_sweep_parquet_needs_output_and_pyarrow(capsys, tmp_path, monkeypatch):
 
 
 def test_sweep_grid_size_limits(capsys):
-    assert "empty" in fail(capsys, "sweep", "llama-3.1-8b", "--gpu", ",")
-    # 100,000 contexts x 101 batches = 10,100,000 rows > 10,000,000: refused before any work
+    assert "--gpu: expected one or more values" in fail(capsys, "sweep", "llama-3.1-8b", "--gpu", ",")
+    # 20,000 contexts x 51 batches = 1,020,000 rows > 1,000,000: refused before any work
+    line = fail(capsys, "sweep", "llama-3.1-8b", "--gpu", "h100", "-c", "1:20000:+1",
+                "--batch", "1:51:+1")
+    assert "--yes" in line and "1,020,000" in line
+    # 100,000 x 101 = 10,100,000 rows: over the 10,000,000 a sweep holds, even with --yes
     line = fail(capsys, "sweep", "llama-3.1-8b", "--gpu", "h100", "-c", "1:100000:+1",
-                "--batch", "1:101:+1")
-    assert "--yes" in line and "10,100,000" in line
+                "--batch", "1:101:+1", "--yes")
+    assert "10,100,000 rows, over the 10,000,000" in line
     big = Grid(models=["llama-3.1-8b"], gpus=["h100"], tps=[1], pps=[1], kv_dtypes=["auto"],
-               contexts=list(range(1, 100_001)), batches=list(range(1, 102)))
+               contexts=list(range(1, 20_001)), batches=list(range(1, 52)))
     with pytest.raises(InputError):
         check(big, yes=False)
     check(big, yes=True)  # allowed with --yes

@@ -10,6 +10,8 @@ from ..core.errors import InputError
 from ..core.units import parse_tokens
 
 MAX_AXIS = 100_000
+#: the largest count (batch, TP or PP degree) an axis takes: far past any deployment, and an int64
+MAX_COUNT = 1_000_000
 
 
 def _number(text: str, tokens: bool, flag: str) -> int:
@@ -21,6 +23,8 @@ def _number(text: str, tokens: bool, flag: str) -> int:
         raise InputError(str(e) if tokens else f"{text!r} is not a whole number", field=flag) from None
     if value < 1:
         raise InputError(f"{text!r} must be positive", field=flag)
+    if not tokens and value > MAX_COUNT:
+        raise InputError(f"{text[:40]!r} is over kvplan's bound of {MAX_COUNT:,}", field=flag)
     return value
 
 

@@ -8,17 +8,13 @@ import typer
 
 from ..core.errors import InputError
 from .emit import emit
-from .options import AllowLong, AssumeStandard
+from .options import AllowLong, AssumeStandard, comma_list
 
 EXAMPLES = """\b
 Examples:
   kvplan curve llama-3-70b --gpu h200 --weight-dtype fp8 --kv-dtype bf16,fp8 --x context --y concurrency
   kvplan curve llama-3-70b --gpu h100,h200,b200 --weight-dtype fp8 --kv-dtype fp8 --x batch --y tpot -c 32k
   kvplan curve llama-3-70b --gpu h100 --tp 4 --kv-dtype fp8 --x position --y cost --plot cost.png"""
-
-
-def _list(values: list[str] | None) -> list[str]:
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def curve(
@@ -75,8 +71,8 @@ def curve(
             raise InputError(f"must be in (0, 1], got {value}", field=flag)
     default = "1:256:x2" if x == "batch" else "1k:128k:x2"
     xs = parse_axis(points or default, "--points", tokens=x != "batch")
-    gpus = _list(gpu)
-    kvs = _list(kv_dtype) or ["auto"]
+    gpus = comma_list(gpu, "--gpu")
+    kvs = comma_list(kv_dtype, "--kv-dtype") or ["auto"]
     if plot:  # an existing file (or a device) is refused before any work
         from pathlib import Path
 

@@ -85,6 +85,15 @@ def run(argv: list[str] | None = None) -> int:
         return e.exit_code
     except typer.Abort:
         return _fail("aborted")
+    except MemoryError:
+        return _fail("out of memory: the input asks for more than this machine holds; narrow it")
+    except OSError as e:
+        if e.filename is None:
+            raise
+        # a path the user gave that the system refuses (a name over 255 bytes, a loop of links,
+        # ...), wherever it is first touched: one line naming it
+        name = str(e.filename)
+        return _fail(f"{name[:80] + '...' if len(name) > 80 else name}: {e.strerror}")
 
 
 def main() -> None:

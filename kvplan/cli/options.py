@@ -54,3 +54,14 @@ Token = Annotated[str | None, typer.Option(
     "saved login). Never printed.")]
 Refresh = Annotated[bool, typer.Option(
     "--refresh", help="Ask the Hub again instead of using a cached config.json.")]
+
+
+def comma_list(values: list[str] | None, flag: str) -> list[str]:
+    """Repeated or comma-separated option values; given but holding none (``--gpu ,``) is an
+    error naming the option."""
+    from ..core.errors import InputError
+
+    out = [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+    if values and not out:
+        raise InputError("expected one or more values", field=flag)
+    return out

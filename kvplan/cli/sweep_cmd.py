@@ -8,7 +8,7 @@ import typer
 
 from ..core.errors import InputError
 from .emit import say
-from .options import AllowLong, AssumeStandard
+from .options import AllowLong, AssumeStandard, comma_list
 
 EXAMPLES = """\b
 Examples:
@@ -17,9 +17,8 @@ Examples:
       --where 'tpot_ms <= 50' --objective cost_per_mtok --top 10 --format md"""
 
 
-def _split(values: list[str] | None, default: list[str]) -> list[str]:
-    out = [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
-    return out or default
+def _split(values: list[str] | None, default: list[str], flag: str) -> list[str]:
+    return comma_list(values, flag) or default
 
 
 def _ints(values: list[str] | None, default: str, flag: str) -> list[int]:
@@ -77,8 +76,8 @@ def sweep(
         refuse_existing(Path(output), force)
         if fmt == "parquet":
             require_pyarrow()
-    grid = Grid(models=models, gpus=_split(gpu, []), tps=_ints(tp, "1", "--tp"),
-                pps=_ints(pp, "1", "--pp"), kv_dtypes=_split(kv_dtype, ["auto"]),
+    grid = Grid(models=models, gpus=_split(gpu, [], "--gpu"), tps=_ints(tp, "1", "--tp"),
+                pps=_ints(pp, "1", "--pp"), kv_dtypes=_split(kv_dtype, ["auto"], "--kv-dtype"),
                 contexts=parse_axis(",".join(context) if context else "8k", "--context"),
                 batches=_ints(batch, "1", "--batch"), engine=engine, weight_dtype=weight_dtype,
                 price=price, assume_standard_attention=assume_standard_attention,

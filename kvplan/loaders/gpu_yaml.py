@@ -18,6 +18,11 @@ from ..core.gpu import ARCHITECTURES, FLOP_DTYPES, GpuSpec
 from .yaml_file import read_yaml, validation_error
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
+#: bounds stated before any arithmetic (a 10^400 figure would overflow a float later)
+Bytes = Annotated[StrictInt, Field(gt=0, le=2**50)]  # up to 1 PiB
+Rate = Annotated[StrictInt, Field(gt=0, le=10**18)]  # bytes or FLOPs per second
+#: a finite number (not a YAML boolean, not a string)
+Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]
 
 
@@ -28,11 +33,12 @@ class _Strict(BaseModel):
 class Memory(_Strict):
     kind: Text
     marketed_label: Text
-    marketed_bytes: PositiveInt
-    driver_total_bytes: PositiveInt
+    marketed_bytes: Bytes
+    driver_total_bytes: Bytes
     driver_total_basis: Literal["reported", "estimated"]
     driver_total_note: Text
-    smi_total_mib: PositiveInt | None = None  # nvidia-smi memory.total, where known
+    #: nvidia-smi memory.total, where known
+    smi_total_mib: Annotated[StrictInt, Field(gt=0, le=2**30)] | None = None
 
     @model_validator(mode="after")
     def _driver_not_above_physical(self) -> Memory:
@@ -45,16 +51,16 @@ class Memory(_Strict):
 
 class Interconnect(_Strict):
     kind: Text
-    bandwidth_bytes_per_s_per_direction: PositiveInt
+    bandwidth_bytes_per_s_per_direction: Rate
     note: str = ""
 
 
 class Pcie(_Strict):
     generation: Annotated[StrictInt, Field(ge=1, le=7)]
-    bandwidth_bytes_per_s_per_direction: PositiveInt
+    bandwidth_bytes_per_s_per_direction: Rate
 
 
-Fraction01 = Annotated[float, Field(gt=0, le=1)]
+Fraction01 = Annotated[Real, Field(gt=0, le=1)]
 
 
 class EfficiencyYaml(_Strict):
@@ -64,7 +70,7 @@ class EfficiencyYaml(_Strict):
     hbm_bandwidth: Fraction01 | None = None
     flops: Fraction01 | None = None
     interconnect: Fraction01 | None = None
-    allreduce_latency_us: Annotated[float, Field(gt=0)] | None = None
+    allreduce_latency_us: Annotated[Real, Field(gt=0, le=1e6)] | None = None
     source: Text
 
 
@@ -88,13 +94,13 @@ class GpuFile(_Strict):
     compute_capability: Annotated[str, Field(pattern=r"^(\d{1,2}\.\d{1,2}|gfx[0-9a-f]{3,4})$")] | None = None
     aliases: list[Text] = []
     memory: Memory
-    hbm_bandwidth_bytes_per_s: PositiveInt
-    dense_flops_per_s: dict[Literal[FLOP_DTYPES], PositiveInt]  # type: ignore[valid-type]
+    hbm_bandwidth_bytes_per_s: Rate
+    dense_flops_per_s: dict[Literal[FLOP_DTYPES], Rate]  # type: ignore[valid-type]
     native_kv_formats: list[Text]
     interconnect: Interconnect
     pcie: Pcie
-    tdp_watts: PositiveInt
-    price_usd_per_gpu_hour: Annotated[float, Field(gt=0, strict=False)]
+    tdp_watts: Annotated[StrictInt, Field(gt=0, le=100_000)]
+    price_usd_per_gpu_hour: Annotated[Real, Field(gt=0, le=10_000)]
     price_note: Text
     price_source: Text | None = None  # who lists the price (shown beside it)
     price_as_of: Text | None = None  # when it was read

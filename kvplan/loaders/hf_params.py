@@ -153,9 +153,10 @@ class _Inventory:
         proj_bias = f.flag("use_bias", False) or f.flag("mamba_proj_bias", False)
         conv_bias = f.flag("use_conv_bias", True) and f.flag("mamba_conv_bias", True)
         if spec.version == 1:
-            dt_rank = f.raw("time_step_rank", f.raw("mamba_dt_rank", "auto"))
-            if dt_rank == "auto":
-                dt_rank = cdiv(h, 16)
+            if f.raw("time_step_rank", f.raw("mamba_dt_rank", "auto")) == "auto":
+                dt_rank = cdiv(h, 16)  # MambaConfig / JambaConfig: ceil(hidden_size / 16)
+            else:  # a positive integer no wider than the inner dimension it projects from
+                dt_rank = f.integer("time_step_rank", "mamba_dt_rank", maximum=d)
             self.linear("mamba.in_proj", 2 * d, h, "column", proj_bias)
             self.add("mamba.conv1d.weight", d, spec.d_conv, shard="column")
             if conv_bias:

@@ -151,8 +151,8 @@ def timeout_s() -> float:
         value = float(text)
     except ValueError:
         raise HubError(f"expected seconds, got {text!r}", field="KVPLAN_HUB_TIMEOUT") from None
-    if value <= 0:
-        raise HubError(f"must be positive, got {text!r}", field="KVPLAN_HUB_TIMEOUT")
+    if not 0 < value <= 3600:  # NaN and inf fail too
+        raise HubError(f"expected 0 to 3,600 seconds, got {text[:40]!r}", field="KVPLAN_HUB_TIMEOUT")
     return value
 
 
@@ -225,6 +225,18 @@ def _translate(e: Exception, repo_id: str, revision: str, what: str) -> HubError
                         "check the id", source=where)
     if isinstance(e, RemoteEntryNotFoundError):
         return HubError(f"the repo has no {what}; it may not be a transformers model", source=where)
+    status = _http_status(e)
+    if status is not None and not offline():
+        if status in (401, 403):
+            why = "access refused: log in (`hf auth login`) or pass --token / set HF_TOKEN"
+        elif status == 404:
+            why = "not found: check the id, the revision and HF_ENDPOINT"
+        elif status == 429:
+            why = "rate limited: try again later"
+        else:
+            why = "the server failed: try again later"
+        return HubError(f"the Hub at {shown_endpoint()} answered HTTP {status} for {what} "
+                        f"({why})", source=where)
     names = {c.__name__ for c in type(e).__mro__}
     network = names & {"TimeoutException", "TimeoutError", "ConnectError", "NetworkError",
                        "TransportError", "ConnectionError", "RemoteProtocolError"}
@@ -239,9 +251,22 @@ def _translate(e: Exception, repo_id: str, revision: str, what: str) -> HubError
     return HubError(f"Hub request failed: {_safe(str(e))}", source=where)
 
 
+def _http_status(e: BaseException) -> int | None:
+    """The HTTP status of the response behind ``e`` (its cause chain), if one came back."""
+    seen = 0
+    cur: BaseException | None = e
+    while cur is not None and seen < 8:
+        status = getattr(getattr(cur, "response", None), "status_code", None)
+        if isinstance(status, int) and status >= 400:
+            return status
+        cur, seen = cur.__cause__ or cur.__context__, seen + 1
+    return None
+
+
 def _safe(text: str) -> str:
     for secret in _SECRETS:
         text = text.replace(secret, "***")
+    text = re.sub(r"(//)[^/@\s]*@", r"\1***@", text)  # user:password@ in any URL
     return text.splitlines()[0] if text else type(text).__name__
 
 

@@ -30,7 +30,8 @@ def load_run(path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise RunFileError(f"not a kvplan calibration run (schema {SCHEMA!r} expected)",
                            source=str(path), field="schema")
-    if doc.get("version") not in SUPPORTED_VERSIONS:
+    version = doc.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version not in SUPPORTED_VERSIONS:
         raise RunFileError(f"run schema version {doc.get('version')!r} is newer than this kvplan "
                            f"reads ({', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade kvplan",
                            source=str(path), field="version")

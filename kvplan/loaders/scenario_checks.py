@@ -96,7 +96,10 @@ def check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> l
     for g in doc.hardware.gpu:
         g2 = local_path(g, base) if g.endswith((".yaml", ".yml")) else g
         try:
-            gpus.append(load_gpu(g2).key if g2 == g else g2)
+            spec = load_gpu(g2)
+            # a spec file is kept as its path (absolute or relative to the scenario); a name as
+            # its key
+            gpus.append(g2 if g2.endswith((".yaml", ".yml")) and Path(g2).is_file() else spec.key)
         except KvplanError as err:
             add(("hardware", "gpu"), err.detail)
     names["gpus"] = tuple(gpus)

@@ -19,7 +19,7 @@ Size = Annotated[int, BeforeValidator(v.size)]
 Bandwidth = Annotated[float, BeforeValidator(v.bandwidth)]
 DistIn = Annotated[Any, BeforeValidator(v.dist)]
 Names = Annotated[Any, BeforeValidator(v.names)]
-PosInt = Annotated[int, Field(strict=True, gt=0)]
+PosInt = Annotated[int, Field(strict=True, gt=0, le=2**31 - 1)]  # a C int, as engines take it
 MAX_SAMPLES = 1_000_000  # requests sampled per plan: about 15 s on a 2-core machine
 MAX_TURNS = 1_000
 Fraction01 = Annotated[float, Real, Field(gt=0, le=1)]
@@ -70,8 +70,8 @@ class WorkloadIn(_M):
     turns: Annotated[int, Field(strict=True, gt=0, le=MAX_TURNS)] = 1
     tokens_per_turn: LengthIn | None = None
     thinking_tokens: DistIn | None = None
-    images_per_request: Annotated[int, Field(strict=True, ge=0)] = 0
-    tokens_per_image: Annotated[int, Field(strict=True, ge=0)] = 0
+    images_per_request: Annotated[int, Field(strict=True, ge=0, le=10_000)] = 0
+    tokens_per_image: Annotated[int, Field(strict=True, ge=0, le=2**20)] = 0
 
 
 class SloIn(_M):
@@ -99,7 +99,7 @@ class DisaggregatedIn(_M):
 
 
 class ScenarioIn(_M):
-    kvplan: Literal[1]
+    kvplan: Annotated[int, Field(strict=True, ge=1, le=1)]  # not true or 1.0
     name: str | None = None
     description: str | None = None
     model: str
@@ -113,7 +113,7 @@ class ScenarioIn(_M):
     disaggregated: DisaggregatedIn | None = None
     samples: Annotated[int, Field(strict=True, gt=0, le=MAX_SAMPLES)] = 10_000
     assume_standard_attention: Annotated[bool, Field(strict=True)] = False
-    seed: Annotated[int, Field(strict=True, ge=0)] = 0
+    seed: Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)] = 0
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:

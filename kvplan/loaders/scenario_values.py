@@ -5,12 +5,13 @@ raises ``ValueError`` with the message the user sees at that key."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from typing import Any
 
 from ..core.suggest import close_matches
-from ..core.units import parse_bytes, parse_tokens
+from ..core.units import MAX_BYTES, MAX_TOKENS, parse_bytes, parse_tokens
 from ..core.workload import KINDS, Dist, fixed, lognormal_from_percentiles
 
 
@@ -25,6 +26,8 @@ def tokens(v: Any) -> int:
         raise ValueError("expected a token count such as 4096 or 32k")
     if n < 0:
         raise ValueError(f"must be >= 0, got {n}")
+    if n > MAX_TOKENS:
+        raise ValueError(f"is over kvplan's bound of {MAX_TOKENS:,} tokens")
     return n
 
 
@@ -38,15 +41,19 @@ def positive_tokens(v: Any) -> int:
 def real(v: Any) -> float:
     """A number (not a YAML boolean such as yes/on/true, which pydantic would take as 1)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"expected a number (got {v!r})")
+        raise ValueError(f"expected a number (got {str(v)[:40]!r})")
+    if isinstance(v, int) and abs(v) > 10**30:
+        raise ValueError("is too large a number")
+    if not math.isfinite(v):
+        raise ValueError(f"expected a finite number (got {v})")
     return float(v)
 
 
 def nodes(v: Any) -> int | None:
     if v == "search":
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"expected a positive number of nodes or \"search\" (got {v!r})")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
+        raise ValueError(f"expected 1 to 100,000 nodes or \"search\" (got {str(v)[:40]!r})")
     return v
 
 
@@ -60,8 +67,9 @@ def bandwidth(v: Any) -> float:
     if isinstance(v, bool):
         raise ValueError("expected a bandwidth such as 25GB/s")
     if isinstance(v, (int, float)):
-        if v <= 0:
-            raise ValueError(f"must be positive, got {v}")
+        if not 0 < v <= MAX_BYTES:  # NaN fails this too
+            raise ValueError(f"must be a positive finite number of bytes per second up to "
+                             f"{MAX_BYTES:,}, got {str(v)[:40]}")
         return float(v)
     if isinstance(v, str):
         s = v.strip()
@@ -157,7 +165,13 @@ def _keys(body: dict, want: tuple[str, ...], kind: str) -> None:
 def number(v: Any, name: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise ValueError(f"{name} must be a number")
-    return float(tokens(v)) if isinstance(v, str) else float(v)
+    if isinstance(v, str):
+        return float(tokens(v))
+    if (isinstance(v, int) and abs(v) > MAX_TOKENS) or not math.isfinite(v) \
+            or abs(v) > MAX_TOKENS:
+        raise ValueError(f"{name} must be a finite number up to {MAX_TOKENS:,} (got "
+                         f"{str(v)[:40]})")
+    return float(v)
 
 
 def hint(word: str, options) -> str:

@@ -92,6 +92,8 @@ def read_yaml(path: Path, error: type[KvplanError]) -> tuple[Any, Callable[[tupl
         raise error(f"malformed YAML: {problem}", source=f"{path}{where}") from None
     except RecursionError:
         raise error("YAML nested too deeply", source=str(path)) from None
+    except ValueError as e:  # an integer of more than 4,300 digits (Python's limit)
+        raise error(f"unreadable YAML ({str(e).split(':')[0]})", source=str(path)) from None
     dups: list[tuple[str, int]] = []
     lines = _node_lines(node, (), dups) if node is not None else {}
     if dups:  # every repeated key, one line each

@@ -20,7 +20,9 @@ from ..core.perf import compute_bound_batch, cost_per_mtok_usd, decode_step, pre
 from .fit_pools import concurrency_at
 from .model_limits import ALLOW_FLAG, limit_words
 
-MAX_ROWS = 10_000_000
+MAX_ROWS = 1_000_000  # without --yes
+#: the most rows even with --yes: the table is held in memory (about 500 B a row, 5 GB here)
+HARD_MAX_ROWS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,13 @@ def with_row_errors(cols: dict, over: np.ndarray, limit_error: str) -> dict:
 def check(grid: Grid, yes: bool) -> None:
     if grid.rows == 0:
         raise InputError("the grid is empty", field="sweep")
+    if grid.rows > HARD_MAX_ROWS:
+        raise InputError(f"the grid has {grid.rows:,} rows, over the {HARD_MAX_ROWS:,} a sweep "
+                         "holds in memory (about 500 B a row); split it", field="sweep")
     if grid.rows > MAX_ROWS and not yes:
         raise InputError(f"the grid has {grid.rows:,} rows (over {MAX_ROWS:,}); narrow it or "
                          "pass --yes", field="sweep")
+    _check_names(grid)
     if grid.price is not None and not (np.isfinite(grid.price) and grid.price > 0):
         raise InputError(f"must be positive, got {grid.price}", field="--price")
 
@@ -208,3 +214,25 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
                                 **with_row_errors(cols, over, limit_error)}
                         if progress:
                             progress(per_config)
+
+
+def _check_names(grid: Grid) -> None:
+    """Every engine, KV format, weight dtype and model of the grid, checked before any row is
+    computed: a typo is one error line (exit 2), not an ``error`` column on every row."""
+    from ..core.formats import parse_format
+    from ..engines import get_engine
+    from ..loaders.quant_config import CLI_FORMATS, normalize_weight_dtype
+    from ..loaders.resolve import load_model
+
+    get_engine(grid.engine)
+    for kv in grid.kv_dtypes:
+        if kv != "auto":
+            try:
+                parse_format(kv)
+            except KvplanError as e:
+                raise InputError(e.detail, field="--kv-dtype") from None
+    if grid.weight_dtype is not None and normalize_weight_dtype(grid.weight_dtype) not in CLI_FORMATS:
+        raise InputError(f"unknown weight dtype {grid.weight_dtype!r}; use "
+                         f"{', '.join(CLI_FORMATS)}", field="--weight-dtype")
+    for name in grid.models:
+        load_model(name, assume_standard_attention=grid.assume_standard_attention)

@@ -143,10 +143,16 @@ def validate(paths: list[Path]) -> list[Verdict]:
     out: list[Verdict] = []
     for path in paths:
         doc = load_run(path)
-        cases = list(doc["cases"]) + list((doc.get("distributed") or {}).get("cases", []))
+        dist = doc.get("distributed") or {}
+        if not isinstance(dist, dict) or not isinstance(dist.get("cases", []), list) \
+                or not isinstance(doc.get("cases"), list):
+            raise RunFileError("cases and distributed.cases must be lists of objects",
+                               source=str(path), field="cases")
+        cases = list(doc["cases"]) + list(dist.get("cases", []))
         for c in cases:
-            if not isinstance(c, dict):
-                raise RunFileError("a case is not an object", source=str(path), field="cases")
+            if not isinstance(c, dict) or not isinstance(c.get("id"), str):
+                raise RunFileError("a case is not an object with a string id", source=str(path),
+                                   field="cases")
             v = _case(path.name, c, path)
             if v is not None:
                 out.append(v)

@@ -76,11 +76,15 @@ def write(df: pd.DataFrame, fmt: str, output: str | None, force: bool = False) -
     elif fmt == "json":
         text = df.to_json(orient="records", indent=1) + "\n"
     else:
-        text = markdown(df)
+        from ..core.text import printable
+
+        text = printable(markdown(df))  # a model or folder name cannot reach a renderer raw
     if output:
         write_atomic(Path(output), text, force=force)
         return None
-    return text
+    from ..core.text import printable
+
+    return printable(text)  # for a terminal: control characters in names as \xNN
 
 
 def require_pyarrow() -> None:

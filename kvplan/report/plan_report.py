@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 
+from ..core.text import printable
 from ..core.units import GiB
 from ..planning.scenario import Outcome, PlanReport
 
@@ -252,7 +253,8 @@ tr.ok td{background:#eefaee}pre{background:#f6f6f6;padding:8px;white-space:pre-w
 def html_report(rep: PlanReport) -> str:
     from .plan_plots import plots_html
 
-    e = html.escape
+    def e(text: str) -> str:  # HTML-escaped, control characters shown as \xNN
+        return html.escape(printable(str(text)))
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>kvplan plan: "
              f"{e(rep.scenario.name)}</title><style>{CSS}</style></head><body>",
              f"<h1>kvplan plan: {e(rep.scenario.name)}</h1>", f"<p><b>{e(headline(rep))}</b></p>",
