@@ -92,6 +92,12 @@ def validate(
     from ..loaders.run_files import default_runs
     from ..planning.validate import validate as run_validate
 
+    given = [f for f, v in (("--tpot-tolerance", tpot_tolerance), ("--ttft-tolerance", ttft_tolerance),
+                            ("--throughput-tolerance", throughput_tolerance)) if v is not None]
+    if given:
+        raise InputError("applies to measured serving benchmarks: add --benchmarks FILE",
+                         field=given[0])
+
     paths = list(runs or default_runs())
     if not paths:
         raise InputError("no run files (calibrate/runs/ is empty); pass RUN files",

@@ -58,6 +58,12 @@ class HubError(KvplanError):
 class ScenarioError(KvplanError):
     """A scenario file (or its trace) with one or more problems, one line each."""
 
+    #: the most problem lines printed (a trace with 50,000 bad lines would flood the terminal)
+    SHOWN = 20
+
     def __init__(self, problems: list[str]):
         self.problems = problems
-        super().__init__("\n".join(problems))
+        shown = problems[:self.SHOWN]
+        if len(problems) > self.SHOWN:
+            shown.append(f"... and {len(problems) - self.SHOWN:,} more problems")
+        super().__init__("\n".join(shown))

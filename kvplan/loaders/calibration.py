@@ -28,13 +28,32 @@ def _fraction(eff: dict, key: str, default: float, path: Path) -> float:
     return float(value)
 
 
+def _serving_calibration(path: Path) -> bool:
+    """Whether ``path`` is a serving calibration (``kvplan.loaders.serving_calibration``)."""
+    import json
+
+    from .files import read_text
+    from .serving_calibration import SCHEMA
+
+    try:
+        doc = json.loads(read_text(path, RunFileError))
+    except (RunFileError, ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("schema") == SCHEMA
+
+
 def measured_efficiency(gpu_key: str) -> Efficiency | None:
     """The newest calibrated efficiency for ``gpu_key``; a run file that is not a valid run
     (schema, version, cases) or holds an efficiency outside (0, 1] is an error naming it."""
     best: tuple[str, Efficiency] | None = None
     for folder in run_dirs():
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            data = load_run(path)
+            try:
+                data = load_run(path)
+            except RunFileError:
+                if _serving_calibration(path):
+                    continue  # KVPLAN_CALIBRATION_PATH holds both kinds: `calibrate --out`'s
+                raise
             eff = data.get("efficiency")
             if data.get("gpu") != gpu_key or eff is None:
                 continue

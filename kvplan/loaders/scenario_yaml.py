@@ -59,7 +59,7 @@ def load_scenario(path: Path) -> Scenario:
                             f"draft_model.acceptance_length: {tau:g} is outside [1, "
                             f"speculative_tokens + 1 = {k + 1}] (tokens emitted per verify step)")
     if problems or doc is None:
-        raise ScenarioError(sorted(problems, key=_line_of))
+        raise ScenarioError(sorted(dict.fromkeys(problems), key=_line_of))  # each problem once
     return _convert(doc, path, trace, names)
 
 
