@@ -69,6 +69,8 @@ def load_model(model: str, *, revision: str | None = None, token: str | None = N
         return parse_config(config, name=path.parent.name if path.name ==
                             "config.json" else path.stem, source=str(path),
                             assume_standard_attention=std)
+    if path.exists():  # a FIFO, a device, a socket: never read, never taken for a Hub id
+        raise ConfigError("not a regular file or a folder", source=str(path))
     if HUB_ID.match(model):
         return load_hub_model(model, revision=revision, token=token, refresh=refresh,
                               assume_standard_attention=std)
