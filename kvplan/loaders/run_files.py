@@ -31,7 +31,10 @@ def load_run(path: Path) -> dict:
         raise RunFileError(f"not a kvplan calibration run (schema {SCHEMA!r} expected)",
                            source=str(path), field="schema")
     version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version not in SUPPORTED_VERSIONS:
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RunFileError(f"expected an integer schema version, got {str(version)[:40]!r}",
+                           source=str(path), field="version")
+    if version not in SUPPORTED_VERSIONS:
         raise RunFileError(f"run schema version {doc.get('version')!r} is newer than this kvplan "
                            f"reads ({', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade kvplan",
                            source=str(path), field="version")
