@@ -20,6 +20,9 @@ _MISSING = object()
 MAX_LAYERS = 100_000
 
 
+#: the largest integer a config field may hold (a dimension, a count, a length): 2^40
+MAX_INT = 2**40
+
 class Fields:
     def __init__(self, config: dict, source: str, prefix: str = ""):
         self.config = config
@@ -90,8 +93,9 @@ class Fields:
                 raise self.error(key, f"expected an integer, got {value!r}")
             if value < minimum:
                 raise self.error(key, f"must be >= {minimum}, got {value!r}")
-            if maximum is not None and value > maximum:
-                raise self.error(key, f"must be <= {maximum:,}, got {value!r}")
+            if value > (maximum if maximum is not None else MAX_INT):
+                raise self.error(key, f"must be <= {maximum if maximum is not None else MAX_INT:,}, "
+                                 f"got {value!r}")
             return int(value)
         if default is _MISSING:
             names = " / ".join(self.prefix + k for k in keys)
