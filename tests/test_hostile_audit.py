@@ -259,7 +259,8 @@ RUNS = [
     ("distributed-str", lambda d: d.__setitem__("distributed", "x"),
      "cases and distributed.cases must be lists of objects"),
     ("case-id-list", _first_case_id, "a case is not an object with a string id"),
-    ("version-true", lambda d: d.__setitem__("version", True), "version: expected an integer schema version, got 'True'"),
+    ("version-true", lambda d: d.__setitem__("version", True),
+     "version: expected an integer schema version, got 'True'"),
 ]
 
 

@@ -173,3 +173,20 @@ def test_given_pool_past_the_gpu_does_not_fit(capsys):
     assert over["verdict"].startswith("does not fit: the given 61.20 GiB KV pool + 14.96 GiB "
                                       "weights")
     assert "more than the GPU's 79.20 GiB" in over["verdict"]
+
+
+def test_given_pool_is_checked_on_every_pipeline_stage(capsys):
+    """Gemma-3-4B on three L4s (PP 3): every stage gets the given pool beside its own weights.
+    Stage 1 (no embedding, no LM head) has room for it; stages 0 and 2 do not, so the plan
+    does not fit."""
+    import json as _json
+
+    assert run(["fit", "gemma-3-4b-it", "--gpu", "l4", "--pp", "3", "-c", "8k",
+                "--kv-cache-memory", "19979636736", "--json"]) == 0
+    d = _json.loads(capsys.readouterr().out)
+    assert not d["fits"] and " on stage " in d["verdict"]
+
+
+def test_sizes_under_one_byte_are_refused(capsys):
+    assert "less than one byte" in one_line(["fit", "llama-3.1-8b", "--gpu", "h100",
+                                             "--kv-cache-memory", "0.5"], capsys)

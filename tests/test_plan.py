@@ -470,7 +470,7 @@ def test_names_are_checked_at_load_with_their_lines(tmp_path, capsys):
     (lambda t: t.replace("gpu: h100", "gpu: [h100, l4]\n  price_usd_per_gpu_hour: {h100: 2}"),
      "no price for l4"),
     (lambda t: t.replace("output_tokens: 200", "output_tokens: {fixed: 5, max: 0}"), "at least 1 token"),
-    (lambda t: t + "offload:\n  cpu: {bytes: 100GiB, bandwidth: 0.1B/s}\n", "rounds to 0"),
+    (lambda t: t + "offload:\n  cpu: {bytes: 100GiB, bandwidth: 0.1B/s}\n", "less than one byte"),
     (lambda t: t.replace("llama-3.1-8b", "zamba2-2.7b-instruct-v2"), "needs a parameter count"),
     (lambda t: t.replace("output_tokens: 200", "output_tokens: 200\n  shared_prefix_tokens: 3000")
      .replace("kv_dtype: fp8", "kv_dtype: fp8\n  max_model_len: 1000"), "no request fits max_model_len"),

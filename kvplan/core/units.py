@@ -105,6 +105,8 @@ def parse_bytes(text: str) -> int:
                          "count)") from None
     if value <= 0:
         raise ValueError(f"{text!r} must be a positive size")
+    if value < 1:
+        raise ValueError(f"{text!r} is less than one byte")
     if value > MAX_BYTES:
         raise ValueError(f"{str(text)[:40]!r} is over kvplan's bound of {MAX_BYTES:,} B (1 PiB)")
     return int(value)

@@ -310,7 +310,9 @@ def parse_version(text: str | None, default: str, engine: str, allow_main: bool)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
-    """``"0.11.2"`` -> (0, 11, 2); ``"main"`` sorts after every release."""
+    """``"0.11.2"`` -> (0, 11, 2), ``"0.34"`` -> (0, 34, 0); ``"main"`` sorts after every
+    release."""
     if version == "main":
         return (10**6,)
-    return tuple(int(p) for p in version.split("."))
+    parts = tuple(int(p) for p in version.split("."))
+    return parts + (0,) * (3 - len(parts))  # "0.34" is 0.34.0: (0, 34) would sort before it

@@ -51,7 +51,7 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
     target = req.concurrency or 1
     per_rank, conc = conc, conc * req.dp  # each DP rank holds its own sequences
     fits = budget.kv_pool_bytes > 0 and conc >= target
-    over = _given_pool_overflow(req, budget)
+    over = _given_pool_overflow(req, [p.budget for p in plans])
     if over:  # the pool cannot be allocated: it holds no sequence
         fits, verdict, per_rank, conc = False, over, 0, 0
     elif budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
@@ -86,17 +86,22 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         notes=tuple(dict.fromkeys([*notes, *budget.notes])), draft_footprint=draft_fp)
 
 
-def _given_pool_overflow(req, budget) -> str | None:
-    """A ``--kv-cache-memory`` pool that, with the weights, the activation peak and the runtime
-    overhead, needs more than the GPU's memory: the engine allocates it and runs out."""
+def _given_pool_overflow(req, budgets) -> str | None:
+    """A ``--kv-cache-memory`` pool that, with a stage's weights, activation peak and runtime
+    overhead, needs more than the GPU's memory: the engine allocates it and runs out. Every
+    pipeline stage gets the same pool, beside its own weights (the first holds the embedding,
+    the last the LM head and the sampler), so each stage is checked."""
     if req.kv_cache_memory_bytes is None:
         return None
-    need = (budget.kv_pool_bytes + budget.weights_bytes + budget.activation_bytes
-            + budget.runtime_overhead_bytes)
-    if need <= budget.total_bytes:
+    def need(b) -> int:
+        return b.kv_pool_bytes + b.weights_bytes + b.activation_bytes + b.runtime_overhead_bytes
+    stage, budget = max(enumerate(budgets), key=lambda sb: need(sb[1]) - sb[1].total_bytes)
+    total = need(budget)
+    if total <= budget.total_bytes:
         return None
+    where = f" on stage {stage}" if len(budgets) > 1 else ""
     return (f"does not fit: the given {budget.kv_pool_bytes / 2**30:,.2f} GiB KV pool + "
             f"{budget.weights_bytes / 2**30:,.2f} GiB weights + "
             f"{budget.activation_bytes / 2**30:,.2f} GiB activation peak + "
-            f"{budget.runtime_overhead_bytes / 2**30:,.2f} GiB runtime overhead = "
-            f"{need / 2**30:,.2f} GiB, more than the GPU's {budget.total_bytes / 2**30:,.2f} GiB")
+            f"{budget.runtime_overhead_bytes / 2**30:,.2f} GiB runtime overhead{where} = "
+            f"{total / 2**30:,.2f} GiB, more than the GPU's {budget.total_bytes / 2**30:,.2f} GiB")

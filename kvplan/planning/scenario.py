@@ -204,9 +204,15 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                       arrays=arrays)
         notes = [_scenario_words(n) for n in r.notes]
         launch_r = r
-        if ev.batch and s.max_num_seqs is None and ev.batch < r.max_num_seqs:
+        if ev.batch and s.max_num_seqs is None and ev.batch < r.max_num_seqs \
+                and r.layout.name in ("vllm", "trtllm"):
             # the lines cap the engine at the SLO batch: plan that launch as the engine sees it
-            launch_r = plan_fit(replace(req, max_num_seqs=ev.batch))
+            # (vLLM's and TensorRT-LLM's pools depend on the cap through the sampler warm-up;
+            # SGLang's fraction and llama.cpp's slots do not)
+            try:
+                launch_r = plan_fit(replace(req, max_num_seqs=ev.batch))
+            except KvplanError:
+                launch_r = r
             if launch_r.budget.kv_pool_bytes != r.budget.kv_pool_bytes:
                 notes.append(_capped_note(r, launch_r, ev.batch))
         r = replace(r, notes=tuple(notes))
