@@ -86,3 +86,16 @@ def test_mla_backend_block_by_release(cc, fp8, version, backend, block):
 
 def test_mla_cutlass_stays_at_128():
     assert mla_backend("10.0", False, "0.34.0", 96).block_tokens == 128
+
+
+@pytest.mark.parametrize("spelling", ["vllm@0.34", "vllm@0.34.0"])
+def test_two_part_version_is_that_release(capsys, spelling):
+    # "0.34" is 0.34.0: as a tuple (0, 34) it once sorted before (0, 34, 0)
+    d = fit(capsys, "llama-3.1-8b", "--gpu", "h100", "-c", "32k", "--engine", spelling)
+    assert d["block_size_tokens"] == 64
+
+
+def test_vllm_018_is_not_the_forced_mla_block(capsys):
+    # DeepSeek-V2-Lite on H200, vLLM 0.18 (two-part spelling): FlashAttention-3 MLA, 16
+    d = fit(capsys, "deepseek-v2-lite", "--gpu", "h200", "-c", "32k", "--engine", "vllm@0.18")
+    assert d["block_size_tokens"] == 16
