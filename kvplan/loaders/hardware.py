@@ -108,6 +108,9 @@ def load_gpu(name: str) -> GpuSpec:
     """A GPU by key, alias or YAML path."""
     path = Path(name).expanduser()
     if path.suffix in (".yaml", ".yml") or os.sep in name:
+        if path.exists() and not path.is_file():
+            raise UnknownGpuError(f"{name!r} is not a regular file (a GPU spec is a YAML file)",
+                                  field="--gpu")
         if not path.is_file():
             raise UnknownGpuError(f"no such GPU spec file {name!r}", field="--gpu")
         return _load(path.resolve())

@@ -121,6 +121,8 @@ def _message(err: dict) -> str:
         return "missing required field"
     if kind != "value_error" and isinstance(value, str) and NUMERIC_LOOKING.match(value.strip()) \
             and value.strip():
+        if kind.startswith("float"):
+            return msg + f" (got the string {value!r}: write the number without quotes)"
         return msg + (f" (got the string {value!r}: YAML 1.1 reads that as text; write an "
                       "integer with _ separators, e.g. 4_800_000_000_000)")
     if value is not None and kind != "value_error":
