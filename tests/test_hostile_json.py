@@ -190,3 +190,10 @@ def test_given_pool_is_checked_on_every_pipeline_stage(capsys):
 def test_sizes_under_one_byte_are_refused(capsys):
     assert "less than one byte" in one_line(["fit", "llama-3.1-8b", "--gpu", "h100",
                                              "--kv-cache-memory", "0.5"], capsys)
+
+
+def test_exponents_with_leading_zeros_parse():
+    from kvplan.core.units import parse_bytes, parse_tokens
+
+    assert parse_tokens("1e00004") == parse_tokens("1e+0004") == 10_000
+    assert parse_bytes("1.5e3") == 1500

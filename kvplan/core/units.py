@@ -32,7 +32,7 @@ def _decimal(s: str) -> Fraction:
     if exponent:
         if not exponent.lstrip("+-").isdigit():
             raise ValueError(s)
-        if len(exponent) > 4:
+        if len(exponent.lstrip("+-").lstrip("0")) > 4:  # "1e00004" is 1e4
             raise (ValueError(s) if exponent.startswith("-") else OverflowError(s))
         digits = len(mantissa.split(".")[0].lstrip("+-0")) + int(exponent)
     else:
