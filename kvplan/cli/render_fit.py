@@ -35,7 +35,7 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
                   f"parameters ({by}) = {ck['bytes_total']:,} B; config count differs by "
                   f"{ck['params_total'] - counted:+,}")
     out.print(b.rules, style="dim")
-    stage = min(r.stages, key=lambda s: s.budget.kv_pool_bytes).stage
+    stage = r.busiest_stage
     cols = [Col("term", "key", "left"), Col("bytes"), Col("GiB"), Col("how", "prose", "left"),
             Col("override", "key", "left", True, 0)]
     body = [[term.label + (" (given)" if term.overridden else ""), f"{term.bytes:,}",

@@ -117,6 +117,12 @@ class FitResult:
     start_block_size_tokens: int = 0
 
     @property
+    def busiest_stage(self) -> int:
+        """The stage whose budget the result reports (``budget``)."""
+        return next((s.stage for s in self.stages if s.budget is self.budget),
+                    min(self.stages, key=lambda s: s.budget.kv_pool_bytes).stage)
+
+    @property
     def concurrency_per_rank(self) -> int:
         """Whole sequences one DP rank holds (the deployment's when dp = 1)."""
         return self.max_concurrency // self.request.dp

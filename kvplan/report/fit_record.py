@@ -29,7 +29,6 @@ def _placement(r: FitResult) -> dict | None:
 def fit_record(r: FitResult) -> dict:
     req = r.request
     b = r.budget
-    busiest = min(r.stages, key=lambda s: s.budget.kv_pool_bytes)
     return {
         "model": req.model.name,
         "assumptions": list(req.model.assumptions),
@@ -70,7 +69,7 @@ def fit_record(r: FitResult) -> dict:
         "engine_max_concurrency": round(r.engine_max_concurrency, 4),
         "fits": r.fits,
         "verdict": r.verdict,
-        "busiest_stage": busiest.stage,
+        "busiest_stage": r.busiest_stage,
         "suggestion": ({"tp": r.suggestion[0], "pp": r.suggestion[1],
                         "max_concurrency": r.suggestion_concurrency} if r.suggestion else None),
         "notes": list(r.notes),
