@@ -243,3 +243,15 @@ def test_engine_versions(spec, ok):
     else:
         with pytest.raises(kvplan.InputError, match="--engine: bad"):
             get_engine(spec)
+
+
+@pytest.mark.parametrize("spec, newest", [("vllm@0.35", "0.34.0"), ("vllm@99.99", "0.34.0"),
+                                          ("sglang@0.5.24", "0.5.23")])
+def test_releases_newer_than_read_are_refused(spec, newest):
+    """kvplan does not guess the rules of a release it has not read."""
+    from kvplan.core.errors import InputError
+    from kvplan.engines import get_engine
+
+    with pytest.raises(InputError, match=f"newer than the releases kvplan has read \\(up to {newest}\\)"):
+        get_engine(spec)
+    get_engine(spec.split("@")[0] + "@" + newest)  # the newest read is planned

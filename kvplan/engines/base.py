@@ -296,13 +296,21 @@ class EngineLayout:
         return ()
 
 
-def parse_version(text: str | None, default: str, engine: str, allow_main: bool) -> str:
+def parse_version(text: str | None, default: str, engine: str, allow_main: bool,
+                  newest: str | None = None) -> str:
     """``None`` -> default; ``"0.11"``, ``"4.57.1"`` or ``"main"``; anything else is an error
-    naming the option."""
+    naming the option, and so is a release after ``newest`` (the last one kvplan has read: its
+    rules may have changed, and kvplan does not guess them)."""
     if text is None:
         return default
     parts = text.split(".")
-    if (allow_main and text == "main") or (all(p.isdigit() for p in parts) and len(parts) <= 3):
+    if allow_main and text == "main":
+        return text
+    if all(p.isdigit() for p in parts) and len(parts) <= 3:
+        if newest is not None and version_tuple(text) > version_tuple(newest):
+            raise InputError(f"{engine}@{text} is newer than the releases kvplan has read (up to "
+                             f"{newest}); plan with --engine {engine}@{newest}, or {engine} (its "
+                             "main as kvplan read it)", field="--engine")
         return text
     example = "0.19" if default == "main" else default
     raise InputError(f"bad {engine} version {text!r}: expected numbers such as "

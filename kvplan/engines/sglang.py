@@ -37,10 +37,13 @@ from __future__ import annotations
 from .base import EngineLayout, parse_version
 
 DEFAULT_VERSION = "main"
+#: the newest release whose source kvplan has read (sdists on PyPI, 2026-12)
+NEWEST_READ = "0.5.23"
 
 
 def sglang_layout(version: str | None = None) -> EngineLayout:
-    version = parse_version(version, DEFAULT_VERSION, "sglang", allow_main=True)
+    version = parse_version(version, DEFAULT_VERSION, "sglang", allow_main=True,
+                            newest=NEWEST_READ)
     return EngineLayout(
         name="sglang",
         version=version,

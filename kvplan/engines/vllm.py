@@ -44,6 +44,8 @@ from .base import EngineLayout, parse_version, version_tuple
 from .vllm_mla import release_default_block
 
 DEFAULT_VERSION = "main"
+#: the newest release whose source kvplan has read (sdists on PyPI, 2026-12)
+NEWEST_READ = "0.34.0"
 
 #: Model types whose architectures vLLM removed, with the last release that served them
 #: (``vllm/model_executor/models/registry.py`` ``_PREVIOUSLY_SUPPORTED_MODELS``; PRs #24907,
@@ -69,7 +71,7 @@ UNSERVED = {"bailing_moe_linear": "Ring-linear-2.0's BailingMoeLinearV2ForCausal
 
 
 def vllm_layout(version: str | None = None) -> EngineLayout:
-    version = parse_version(version, DEFAULT_VERSION, "vllm", allow_main=True)
+    version = parse_version(version, DEFAULT_VERSION, "vllm", allow_main=True, newest=NEWEST_READ)
     old = version_tuple(version) <= (0, 11, 99)
     formats = {"bf16", "fp16", "fp8_e4m3", "fp8_e5m2"}
     if not old:
