@@ -197,3 +197,12 @@ def test_exponents_with_leading_zeros_parse():
 
     assert parse_tokens("1e00004") == parse_tokens("1e+0004") == 10_000
     assert parse_bytes("1.5e3") == 1500
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["calibrate", "--models", "zzz"], "--models: unknown model 'zzz'"),
+    (["validate", "--by", "zzz"], "--by: applies to measured serving benchmarks"),
+    (["validate", "--tpot-tolerance", "nan"], "--tpot-tolerance: applies to measured serving"),
+])
+def test_options_checked_before_work(capsys, argv, words):
+    assert words in one_line(argv, capsys)

@@ -94,6 +94,8 @@ def validate(
 
     given = [f for f, v in (("--tpot-tolerance", tpot_tolerance), ("--ttft-tolerance", ttft_tolerance),
                             ("--throughput-tolerance", throughput_tolerance)) if v is not None]
+    if by != DEFAULT_BY:
+        given.append("--by")
     if given:
         raise InputError("applies to measured serving benchmarks: add --benchmarks FILE",
                          field=given[0])
@@ -165,6 +167,15 @@ def calibrate(
     if distributed < 0 or distributed > 64:
         raise InputError(f"expected 0 (off) to 64 processes, got {distributed}",
                          field="--distributed")
+
+    from ..core.errors import KvplanError
+    from ..loaders.resolve import load_model
+
+    for name in (m.strip() for m in models.split(",") if m.strip()):
+        try:  # before the harness starts its progress bar
+            load_model(name)
+        except KvplanError as e:
+            raise InputError(e.detail, field="--models") from None
 
     import importlib.util
 
