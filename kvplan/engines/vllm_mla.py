@@ -73,17 +73,17 @@ def mla_backend(capability: str, kv_fp8: bool, version: str, qk_nope_head_dim: i
                               "cache: FlashMLA, 64-token kernel blocks (vLLM >= 0.18, PR #35122)",
                               64)
         return MlaBackend("FLASH_ATTN_MLA", b, False, "Hopper (SM 9.x): FlashAttention-3 MLA, "
-                          f"multiples of 16 tokens, {b}-token blocks (vLLM >= 0.18, PR #35122){_34(b)}",
+                          f"multiples of 16 tokens, {b}-token blocks (vLLM >= 0.18, PR #35122){_from_034(b)}",
                           16)
     if major == 10:
         if qk_nope_head_dim in (64, 128, 192):
             return MlaBackend("FLASHINFER_MLA", max(32, b), False, "Blackwell SM 10.x: FlashInfer "
                               f"MLA (32 or 64), {max(32, b)}-token blocks (vLLM >= 0.18, PR "
-                              f"#35122){_34(b)}", 32)
+                              f"#35122){_from_034(b)}", 32)
         return MlaBackend("CUTLASS_MLA", 128, False, "Blackwell SM 10.x: CUTLASS MLA, 128-token "
                           "blocks (vLLM >= 0.18)")
     return MlaBackend("TRITON_MLA", b, False, f"Triton MLA, {b}-token blocks, on SM 8.x, 12.x "
-                      f"and AMD (vLLM >= 0.18; ROCm AITER MLA is off by default){_34(b)}", 16)
+                      f"and AMD (vLLM >= 0.18; ROCm AITER MLA is off by default){_from_034(b)}", 16)
 
 
 def release_default_block(version: str) -> int:
@@ -93,5 +93,5 @@ def release_default_block(version: str) -> int:
     return 64 if version != "main" and version_tuple(version) >= (0, 34, 0) else 16
 
 
-def _34(block: int) -> str:
+def _from_034(block: int) -> str:
     return "; vLLM >= 0.34 starts from 64-token blocks" if block == 64 else ""

@@ -65,11 +65,9 @@ def check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> l
     """Engines, KV formats, weight dtype, GPUs and models resolve now, so a typo is one line
     at its key like any other problem (Hub models are fetched when planned)."""
     from ..core.errors import KvplanError
-    from ..core.formats import parse_format
-    from ..engines import get_engine
     from .hardware import load_gpu
-    from .quant_config import CLI_FORMATS, normalize_weight_dtype
     from .resolve import HUB_ID, load_model
+    from .serving_names import name_problems
 
     out: list[str] = []
     base = path.parent
@@ -77,21 +75,9 @@ def check_names(doc: ScenarioIn, path: Path, locate, names: dict[str, Any]) -> l
     def add(loc: tuple, msg: str) -> None:
         out.append(problem_line(path, locate, loc, msg))
 
-    for e in doc.serving.engine:
-        try:
-            get_engine(e)
-        except KvplanError as err:
-            add(("serving", "engine"), err.detail)
-    for kv in doc.serving.kv_dtype:
-        if kv.strip().lower() != "auto":
-            try:
-                parse_format(kv)
-            except KvplanError as err:
-                add(("serving", "kv_dtype"), err.detail)
     wd = doc.serving.weight_dtype
-    if wd is not None:
-        if normalize_weight_dtype(wd) not in CLI_FORMATS:
-            add(("serving", "weight_dtype"), f"unknown weight dtype {wd!r}; use {', '.join(CLI_FORMATS)}")
+    for key, msg in name_problems(doc.serving.engine, doc.serving.kv_dtype, wd):
+        add(("serving", key), msg)
     gpus = []
     for g in doc.hardware.gpu:
         g2 = local_path(g, base) if g.endswith((".yaml", ".yml")) else g

@@ -164,8 +164,7 @@ def number(v: Any, name: str) -> float:
         raise ValueError(f"{name} must be a number")
     if isinstance(v, str):
         return float(tokens(v))
-    if (isinstance(v, int) and abs(v) > MAX_TOKENS) or not math.isfinite(v) \
-            or abs(v) > MAX_TOKENS:
+    if abs(v) > MAX_TOKENS or not math.isfinite(v):  # a huge int never reaches isfinite
         raise ValueError(f"{name} must be a finite number up to {MAX_TOKENS:,} (got "
                          f"{str(v)[:40]})")
     return float(v)

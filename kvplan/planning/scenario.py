@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from contextlib import suppress
 from dataclasses import dataclass, replace
 
 from ..core.errors import KvplanError
@@ -209,10 +210,8 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
             # the lines cap the engine at the SLO batch: plan that launch as the engine sees it
             # (vLLM's and TensorRT-LLM's pools depend on the cap through the sampler warm-up;
             # SGLang's fraction and llama.cpp's slots do not)
-            try:
+            with suppress(KvplanError):  # a failed re-plan keeps the planned lines
                 launch_r = plan_fit(replace(req, max_num_seqs=ev.batch))
-            except KvplanError:
-                launch_r = r
             if launch_r.budget.kv_pool_bytes != r.budget.kv_pool_bytes:
                 notes.append(_capped_note(r, launch_r, ev.batch))
         r = replace(r, notes=tuple(notes))

@@ -219,20 +219,12 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
 def _check_names(grid: Grid) -> None:
     """Every engine, KV format, weight dtype and model of the grid, checked before any row is
     computed: a typo is one error line (exit 2), not an ``error`` column on every row."""
-    from ..core.formats import parse_format
-    from ..engines import get_engine
-    from ..loaders.quant_config import CLI_FORMATS, normalize_weight_dtype
     from ..loaders.resolve import load_model
+    from ..loaders.serving_names import name_problems
 
-    get_engine(grid.engine)
-    for kv in grid.kv_dtypes:
-        if kv != "auto":
-            try:
-                parse_format(kv)
-            except KvplanError as e:
-                raise InputError(e.detail, field="--kv-dtype") from None
-    if grid.weight_dtype is not None and normalize_weight_dtype(grid.weight_dtype) not in CLI_FORMATS:
-        raise InputError(f"unknown weight dtype {grid.weight_dtype!r}; use "
-                         f"{', '.join(CLI_FORMATS)}", field="--weight-dtype")
+    problems = name_problems([grid.engine], grid.kv_dtypes, grid.weight_dtype)
+    if problems:
+        key, msg = problems[0]
+        raise InputError(msg, field="--" + key.replace("_", "-"))
     for name in grid.models:
         load_model(name, assume_standard_attention=grid.assume_standard_attention)
