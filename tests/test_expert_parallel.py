@@ -264,10 +264,24 @@ def test_review_refusals(capsys, args, needle):
     assert needle in line, line
 
 
-def test_no_tp_pp_suggestion_for_a_dp_plan(capsys):
+def test_layout_search_from_a_dp_plan_and_into_one(capsys):
+    # DP 8 + EP 8 holds 104 sequences of 32k (8 x 13, above); 200 need more GPUs than the
+    # DP search's 8 (all-to-all within a node): the smallest TP x PP layout, 16 GPUs
     d = fit_json(capsys, "deepseek-v3", "--gpu", "h200", "--dp", "8", "--ep", "8", "-c", "32k",
                  "--concurrency", "200")
-    assert d["suggestion"] is None and not d["fits"]
+    assert not d["fits"] and d["suggestion"]["tp"] * d["suggestion"]["pp"] == 16
+    assert (d["suggestion"]["dp"], d["suggestion"]["ep"]) == (1, 1)
+    assert d["suggestion"]["max_concurrency"] >= 200
+    # TP 8 holds 20; 100 sequences: DP 8 + EP 8 on the same 8 GPUs (104) before any 16-GPU layout
+    d = fit_json(capsys, "deepseek-v3", "--gpu", "h200", "--tp", "8", "-c", "32k",
+                 "--concurrency", "100")
+    assert d["suggestion"] == {"tp": 1, "pp": 1, "dp": 8, "ep": 8, "max_concurrency": 104}
+    assert d["launch_layout"] == {"tp": 1, "pp": 1, "dp": 8, "ep": 8, "suggested": True}
+    assert "--data-parallel-size 8 --enable-expert-parallel" in d["launch"]["vllm"]
+    assert "--max-num-seqs 13" in d["launch"]["vllm"]  # ceil(100 / 8) per rank
+    # a dense model is searched over TP x PP only
+    d = fit_json(capsys, "llama-3.3-70b", "--gpu", "h100", "-c", "32k", "--concurrency", "64")
+    assert d["suggestion"]["dp"] == 1 and d["suggestion"]["ep"] == 1
     note = next(n for n in fit_json(capsys, "qwen3-30b-a3b", "--gpu", "h100", "-c", "8k", "--dp",
                                     "2", "--engine", "sglang")["notes"] if "data-parallel" in n)
     assert "shared experts" not in note and "dense MLPs" not in note  # the model has neither

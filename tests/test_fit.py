@@ -663,16 +663,16 @@ def test_llama_3_70b_bf16_32k_h100_suggestion():
     r = plan("llama-3.1-70b", "h100-sxm", context_tokens=32768, concurrency=n,
              activation_memory_bytes=act, overhead_memory_bytes=over)
     assert not r.fits and r.max_concurrency == 0
-    assert r.suggestion == (4, 1)
+    assert r.suggestion == (4, 1, 1, 1)
     assert r.suggestion_concurrency == blocks(4, 1) // need == 14
     r2 = plan("llama-3.1-70b", "h100-sxm", tp=2, context_tokens=32768, concurrency=n,
               activation_memory_bytes=act, overhead_memory_bytes=over)
     assert r2.stages[0].num_blocks == 1703 and r2.max_concurrency == 0 and not r2.fits
-    assert r2.suggestion == (4, 1)
+    assert r2.suggestion == (4, 1, 1, 1)
     # a target of 5 is reached with 3 GPUs as pp 3
     r3 = plan("llama-3.1-70b", "h100-sxm", context_tokens=32768, concurrency=5,
               activation_memory_bytes=act, overhead_memory_bytes=over)
-    assert r3.suggestion == (1, 3) and r3.suggestion_concurrency == 7
+    assert r3.suggestion == (1, 3, 1, 1) and r3.suggestion_concurrency == 7
 
 
 # ---- 9. KV formats the GPU cannot run -------------------------------------------------------

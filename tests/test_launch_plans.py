@@ -88,7 +88,7 @@ def test_a_layout_that_does_not_fit_launches_the_suggestion_or_nothing(capsys):
     d = fit(capsys, "llama-3.1-70b", "--gpu", "h100", "-c", "32k")
     assert d["fits"] is False and d["suggestion"]["tp"] * d["suggestion"]["pp"] == 3
     assert d["launch_layout"] == {"tp": d["suggestion"]["tp"], "pp": d["suggestion"]["pp"],
-                                  "suggested": True}
+                                  "dp": 1, "ep": 1, "suggested": True}
     vllm = argv(d["launch"]["vllm"])
     assert value(vllm, "--pipeline-parallel-size") == str(d["suggestion"]["pp"])
     # DeepSeek-V3 in bf16 fits no TP x PP up to 8 x 8 on L4s: no launch line at all
@@ -97,7 +97,7 @@ def test_a_layout_that_does_not_fit_launches_the_suggestion_or_nothing(capsys):
     assert d["launch"] == {} and d["launch_layout"] is None
     assert run(["fit", "deepseek-v3", "--gpu", "l4", "--weight-dtype", "bf16", "-c",
                 "128k"]) == 0
-    assert "launch: none (this layout does not fit, and no tp x pp layout on" in \
+    assert "launch: none (this layout does not fit, and none on L4 does: searched tp up to 8" in \
         capsys.readouterr().out
 
 
@@ -214,10 +214,17 @@ def test_review_fixes_for_launch_lines(capsys, tmp_path, monkeypatch):
     # fp32 weights: SGLang is told too
     d = fit(capsys, "llama-3.2-1b", "--gpu", "h100", "--weight-dtype", "fp32")
     assert value(argv(d["launch"]["sglang"]), "--dtype") == "float32"
-    # a --dp / --ep plan that fits nowhere says why without blaming the tp x pp search
+    # a --dp / --ep plan that does not fit is searched like any other: Qwen3-30B-A3B bf16
+    # (61 GB of weights) at 32k on L4s fits TP 4 first; 1,000 sequences fit no layout searched
     d = fit(capsys, "qwen3-30b-a3b", "--gpu", "l4", "--dp", "2", "--ep", "2", "-c", "32k")
+    assert d["fits"] is False and d["launch_layout"] == {"tp": 4, "pp": 1, "dp": 1, "ep": 1,
+                                                         "suggested": True}
+    d = fit(capsys, "qwen3-30b-a3b", "--gpu", "l4", "--dp", "2", "--ep", "2", "-c", "32k",
+            "--concurrency", "1000")
     assert d["fits"] is False and d["launch"] == {}
-    assert d["launch_note"].startswith("no launch line: this --dp / --ep layout does not fit")
+    assert d["launch_note"] == ("no launch line: this layout does not fit, and none on L4 does: "
+                                "searched tp up to 8 x pp up to 8, and dp 2/4/8 with ep = tp x "
+                                "dp within 8 GPUs")
 
 
 def test_sweep_with_every_context_past_the_limit(capsys):

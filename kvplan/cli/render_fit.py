@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..core.units import GiB, format_tokens
+from ..planning.fit_search import layout_words, search_words
 from ..planning.fit_types import FitResult
 from ..planning.launch import launch_plan, no_launch_reason, sequence_note
 from .render import console
@@ -64,14 +65,11 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
               f"figure{each}: maximum concurrency for "
               f"{r.max_model_len:,} tokens per request: {r.engine_max_concurrency:.2f}x")
     out.print(("FITS: " if r.fits else "DOES NOT FIT: ") + r.verdict.split(": ", 1)[-1])
-    if r.suggestion:
-        tp, pp = r.suggestion
+    if r.suggestion and r.suggested is not None:
         out.print(f"smallest layout on {req.gpu.name} reaching {req.concurrency or 1} sequence(s): "
-                  f"tp {tp} x pp {pp} ({r.suggestion_concurrency:,} sequences)")
-    elif (req.concurrency or not r.fits) and (req.dp > 1 or req.ep > 1):
-        out.print("the layout search covers tp x pp only: not run for a --dp / --ep plan")
+                  f"{layout_words(r.suggested.request)} ({r.suggestion_concurrency:,} sequences)")
     elif req.concurrency or not r.fits:
-        out.print(f"no layout up to tp 8 x pp 8 on {req.gpu.name} reaches the target")
+        out.print(f"no layout on {req.gpu.name} reaches the target ({search_words(req)})")
     for note in r.notes:
         out.print(f"note: {note}", style="dim")
     target, commands = launch_plan(r)
@@ -79,8 +77,8 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
         out.print("launch: none (" + no_launch_reason(r) + ")")
         return
     if target is not r:
-        out.print(f"launch (the suggested tp {target.request.tp} x pp {target.request.pp} "
-                  "layout; this one does not fit):")
+        out.print(f"launch (the suggested {layout_words(target.request)} layout; this one does "
+                  "not fit):")
     else:
         out.print("launch:")
     out.print(f"  ({sequence_note(target)})", style="dim")

@@ -9,6 +9,7 @@ from .workload import Workload
 
 SEARCH_TP = (1, 2, 4, 8)
 SEARCH_PP = (1, 2, 4)
+SEARCH_DP = (1, 2, 4, 8)  # attention data-parallel ranks (MoE models)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class Serving:
     engines: tuple[str, ...] = ("vllm",)
     tps: tuple[int, ...] = (1,)
     pps: tuple[int, ...] = (1,)
+    dps: tuple[int, ...] = (1,)
+    #: expert-parallel degrees; None ("search"): 1 and tp x dp, the two every engine runs
+    eps: tuple[int, ...] | None = (1,)
+    dp_search: bool = False  # dps came from "search": a dense model plans dp 1 only
     kv_dtypes: tuple[str, ...] = ("auto",)
     weight_dtype: str | None = None
     block_size_tokens: int | None = None

@@ -47,6 +47,8 @@ class ServingIn(_M):
     engine: Names = ("vllm",)
     tp: Annotated[Any, BeforeValidator(v.search_ints(SEARCH_TP))] = (1,)
     pp: Annotated[Any, BeforeValidator(v.search_ints(SEARCH_PP))] = (1,)
+    dp: Annotated[Any, BeforeValidator(v.search_ints(None))] = (1,)  # None: "search"
+    ep: Annotated[Any, BeforeValidator(v.search_ints(None))] = (1,)  # None: "search"
     kv_dtype: Names = ("auto",)
     weight_dtype: str | None = None
     block_size: PosInt | None = None

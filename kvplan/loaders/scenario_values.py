@@ -179,8 +179,8 @@ def hint(word: str, options) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def search_ints(default: tuple[int, ...]):
-    def parse(v: Any) -> tuple[int, ...]:
+def search_ints(default: tuple[int, ...] | None):
+    def parse(v: Any) -> tuple[int, ...] | None:
         if v == "search":
             return default
         items = v if isinstance(v, list) else [v]

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.errors import InputError, ScenarioError
-from ..core.scenario_spec import Extras, Hardware, Scenario, Serving, Slo, Tier
+from ..core.scenario_spec import SEARCH_DP, Extras, Hardware, Scenario, Serving, Slo, Tier
 from ..core.workload import Workload
 from .scenario_checks import check_names, cross_checks
 from .scenario_schema import OffloadIn, ScenarioIn, TierIn, unknown_key_hint
@@ -78,7 +78,8 @@ def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenari
         images_per_request=w.images_per_request, tokens_per_image=w.tokens_per_image,
         request_rate_per_s=w.request_rate, concurrent_requests=w.concurrent_requests)
     s = d.serving
-    serving = Serving(engines=s.engine, tps=s.tp, pps=s.pp, kv_dtypes=s.kv_dtype,
+    serving = Serving(engines=s.engine, tps=s.tp, pps=s.pp, dps=s.dp or SEARCH_DP, eps=s.ep,
+                      dp_search=s.dp is None, kv_dtypes=s.kv_dtype,
                       weight_dtype=s.weight_dtype, block_size_tokens=s.block_size,
                       utilization=s.gpu_memory_utilization,
                       max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs,

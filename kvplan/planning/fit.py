@@ -302,13 +302,14 @@ def plan_layout(req: FitRequest) -> FitResult:
 
 def plan_fit(req: FitRequest) -> FitResult:
     """Plan one (model, GPU, engine, parallelism, context); with a target concurrency, or when
-    it does not fit, also the smallest TP x PP layout on this GPU that does (``suggestion``)."""
+    it does not fit, also the smallest layout on this GPU that does (``suggestion``: tp, pp,
+    dp, ep; ``kvplan.planning.fit_search``)."""
     result = plan_layout(req)
-    # the search covers TP x PP layouts; a DP / EP plan is judged as asked
-    if req.search and req.dp == 1 and req.ep == 1 and (req.concurrency or not result.fits):
+    if req.search and (req.concurrency or not result.fits):
         found = smallest_layout(req, req.concurrency or 1, plan_layout)
         if found is not None:
-            result = replace(result, suggestion=(found.request.tp, found.request.pp),
+            f = found.request
+            result = replace(result, suggestion=(f.tp, f.pp, f.dp, f.ep),
                              suggestion_concurrency=found.max_concurrency, suggested=found)
     return result
 

@@ -107,7 +107,7 @@ class FitResult:
     fits: bool
     verdict: str
     notes: tuple[str, ...] = ()
-    suggestion: tuple[int, int] | None = None
+    suggestion: tuple[int, int, int, int] | None = None  # (tp, pp, dp, ep)
     suggestion_concurrency: int | None = None
     draft_footprint: Footprint | None = None  # the draft model's cache layers (last stage)
     split: MoeSplit | None = None  # how a stage's GPUs hold the tensors (None: plain TP)

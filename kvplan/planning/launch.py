@@ -21,6 +21,7 @@ from ..engines import get_engine
 from ..engines.base import STATE_KINDS, version_tuple
 from ..engines.parallel_rules import moe_split
 from ..engines.vllm_memory import default_utilization
+from .fit_search import search_words
 from .fit_types import FitResult
 from .model_limits import ENGINE_OVERRIDES, over_limit
 
@@ -363,9 +364,4 @@ def launch_plan(r: FitResult, sequences: int | None = None) -> tuple[FitResult |
 def no_launch_reason(r: FitResult) -> str:
     """Why a plan has no launch line."""
     req = r.request
-    if req.dp > 1 or req.ep > 1:
-        return ("this --dp / --ep layout does not fit (the layout search covers tp x pp only: "
-                "try more --dp ranks or a larger --tp)")
-    if req.weight_memory_bytes is not None:
-        return "this layout does not fit (a given --weight-memory is not searched over layouts)"
-    return f"this layout does not fit, and no tp x pp layout on {req.gpu.name} does"
+    return f"this layout does not fit, and none on {req.gpu.name} does: {search_words(req)}"

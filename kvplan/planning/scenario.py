@@ -30,6 +30,19 @@ class Candidate:
     tp: int
     pp: int
     kv_dtype: str
+    dp: int = 1  # attention data-parallel ranks, each with its own sequences and KV pool
+    ep: int = 1  # GPUs of a stage the routed experts are spread over
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica (the deployment of dp ranks)."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def layout(self) -> str:
+        """``tp 2 x pp 1``, with ``x dp 8, ep 8`` when data or expert parallel."""
+        extra = (f" x dp {self.dp}" if self.dp > 1 else "") + (f", ep {self.ep}" if self.ep > 1 else "")
+        return f"tp {self.tp} x pp {self.pp}{extra}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,7 @@ SCENARIO_KEYS = {"--allow-emulated": "serving.allow_emulated: true",
                  "--allow-long-max-model-len": "serving.allow_long_max_model_len: true",
                  "--weight-memory": "a weight "
                  "figure (not available in a scenario)", "--pp": "serving.pp", "--tp": "serving.tp",
+                 "--dp": "serving.dp", "--ep": "serving.ep",
                  "--engine": "serving.engine", "--kv-dtype": "serving.kv_dtype",
                  "--block-size": "serving.block_size", "--max-model-len": "serving.max_model_len",
                  "--max-num-seqs": "serving.max_num_seqs",
@@ -172,17 +186,26 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     outcomes: list[Outcome] = []
     skipped: list[Skipped] = []
     s = sc.serving
-    grid = list(itertools.product(gpus, s.engines, s.tps, s.pps, s.kv_dtypes))
-    for done, (gpu, engine, tp, pp, kv) in enumerate(grid):
+    moe = bool(weights and weights.num_experts)
+    grid = candidates(s, gpus, moe)
+    for done, cand in enumerate(grid):
+        gpu, engine, tp, pp, kv = cand.gpu, cand.engine, cand.tp, cand.pp, cand.kv_dtype
         if progress:
             progress(done, len(grid))
-        cand = Candidate(gpu, engine, tp, pp, kv)
-        if sc.hardware.nodes is not None and tp * pp > sc.hardware.nodes * sc.hardware.gpus_per_node:
-            skipped.append(Skipped(cand, f"tp x pp = {tp * pp} exceeds the fleet's "
-                                         f"{sc.hardware.nodes * sc.hardware.gpus_per_node} GPUs"))
+        fleet_gpus = sc.hardware.nodes * sc.hardware.gpus_per_node if sc.hardware.nodes else None
+        if fleet_gpus is not None and cand.gpus > fleet_gpus:
+            what = "tp x pp x dp" if cand.dp > 1 else "tp x pp"
+            skipped.append(Skipped(cand, f"{what} = {cand.gpus} exceeds the fleet's "
+                                         f"{fleet_gpus} GPUs"))
+            continue
+        if moe and cand.dp > 1 and tp * cand.dp > sc.hardware.gpus_per_node:
+            skipped.append(Skipped(cand, f"the MoE layers' tp x dp = {tp * cand.dp} GPUs span "
+                                         f"nodes of {sc.hardware.gpus_per_node} GPUs; expert "
+                                         "all-to-all across nodes is not modelled"))
             continue
         req = FitRequest(model=model, weights=weights, weight_format=wfmt, gpu=gpu, engine=engine,
-                         tp=tp, pp=pp, kv_dtype=kv, context_tokens=max_len, max_model_len=max_len,
+                         tp=tp, pp=pp, dp=cand.dp, ep=cand.ep, kv_dtype=kv,
+                         context_tokens=max_len, max_model_len=max_len,
                          utilization=s.utilization, max_num_batched_tokens=s.max_num_batched_tokens,
                          max_num_seqs=s.max_num_seqs, block_size_tokens=s.block_size_tokens,
                          kv_cache_memory_bytes=s.kv_cache_memory_bytes, allow_emulated=s.allow_emulated,
@@ -213,9 +236,10 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
             with suppress(KvplanError):  # a failed re-plan keeps the planned lines
                 launch_r = plan_fit(replace(req, max_num_seqs=ev.batch))
             if launch_r.budget.kv_pool_bytes != r.budget.kv_pool_bytes:
-                notes.append(_capped_note(r, launch_r, ev.batch))
+                notes.append(_capped_note(r, launch_r, ev.batch, cand.dp))
         r = replace(r, notes=tuple(notes))
-        launch = launch_commands(launch_r, ev.batch) if ev.batch else {}
+        # the lines' sequence count is the deployment's: each DP rank runs the planned batch
+        launch = launch_commands(launch_r, ev.batch * cand.dp) if ev.batch else {}
         outcomes.append(Outcome(cand, r, sm, eff, ev, price, launch))
     outcomes.sort(key=_rank_key)
     simulation = None
@@ -232,12 +256,28 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                       model.standard_attention_assumed, simulation)
 
 
-def _capped_note(r: FitResult, capped: FitResult, batch: int) -> str:
+def candidates(s, gpus: list[GpuSpec], moe: bool) -> list[Candidate]:
+    """Every (GPU, engine, tp, pp, dp, ep, KV format) the scenario leaves open. ``ep: search``
+    takes 1 and tp x dp (the expert-parallel degrees every engine runs; a dense model: 1);
+    ``dp: search`` plans dp 1 only for a dense model, whose DP ranks are independent replicas
+    (the replica count already covers them)."""
+    out = []
+    dps = (1,) if s.dp_search and not moe else s.dps
+    for gpu, engine, tp, pp, dp, kv in itertools.product(gpus, s.engines, s.tps, s.pps, dps,
+                                                          s.kv_dtypes):
+        eps = s.eps if s.eps is not None else ((1, tp * dp) if moe else (1,))
+        for ep in dict.fromkeys(eps):
+            out.append(Candidate(gpu, engine, tp, pp, kv, dp, ep))
+    return out
+
+
+def _capped_note(r: FitResult, capped: FitResult, batch: int, dp: int = 1) -> str:
     """The pool the launch lines give: ``--max-num-seqs`` at the SLO batch shrinks the engine's
     per-sequence warm-up (vLLM's sampler), so its pool is a little larger than the one planned
     with the default cap (which the figures above use)."""
     a, b = r.budget.kv_pool_bytes, capped.budget.kv_pool_bytes
-    return (f"the launch lines cap the engine at the SLO batch of {batch:,} sequences "
+    rank = " per DP rank" if dp > 1 else ""
+    return (f"the launch lines cap the engine at the SLO batch of {batch:,} sequences{rank} "
             f"(--max-num-seqs); with that cap its pool is {b:,} B ({b / 2**30:.2f} GiB), "
             f"{b - a:+,} B against the {a:,} B planned with the default cap of "
             f"{r.max_num_seqs:,} (the figures here)")
@@ -289,6 +329,12 @@ def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = Non
         "replica slot of the billed nodes.",
         *_price_lines(sc, outcomes),
     ]
+    if any(o.candidate.dp > 1 or o.candidate.ep > 1 for o in outcomes):
+        out.append("Data / expert parallelism: a replica is dp attention ranks of tp x pp GPUs, "
+                   "each rank with its own KV pool and running batch (the table's fits and batch "
+                   "are per rank); every MoE layer sees all ranks' tokens, with the dispatch and "
+                   "combine collectives and the busiest expert-parallel GPU's load (docs/fit.md section 5); "
+                   "the MoE group stays within a node.")
     if any(o.candidate.pp > 1 for o in outcomes):
         out.append("Pipeline parallelism: no micro-batch overlap (TPOT = pp x the stage's step), "
                    "so PP > 1 throughput is a lower bound.")

@@ -45,8 +45,10 @@ class Evaluation:
     meets_slo: bool
     meets_rate: bool
     reasons: tuple[str, ...]
-    memory_concurrency: int  # requests the pool holds (workload mix), before max_num_seqs
-    batch: int  # the running batch planned per replica (memory, max_num_seqs and TPOT SLO)
+    memory_concurrency: int  # requests a pool holds (workload mix), before max_num_seqs
+    #: the running batch planned per replica (memory, max_num_seqs and TPOT SLO); under
+    #: attention DP, memory_concurrency and batch are per DP rank (each rank has its own pool)
+    batch: int
     mean_private_units: tuple[Fraction, ...]
     decode_context_tokens: float
     slo_final_tokens: int
@@ -297,8 +299,10 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     mean_pre = sum(pre_times) / len(pre_times)
     disagg = extras.disagg_link_bytes_per_s
 
+    ranks = r.request.dp  # a replica's attention DP ranks, each running its own batch
+
     def rps_at(b: int) -> float:
-        """Requests/s of one replica running b requests (decode only when disaggregated)."""
+        """Requests/s of one DP rank running b requests (decode only when disaggregated)."""
         t = float(tpot_s(sm, b, decode_ctx))
         return b / (mean_out * t) if disagg else 1 / (mean_pre + mean_out * t / b)
 
@@ -333,23 +337,23 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     if slo.ttft_s is not None and ttft > slo.ttft_s:
         reasons.append(f"TTFT p{q:g} {ttft:.3f} s over the {slo.ttft_s:g} s limit")
 
-    tp_pp = r.request.tp * r.request.pp
+    tp_pp = r.request.gpus  # GPUs of a replica: tp x pp per rank, dp ranks
     tpot_q = tpot_mean = None
     rps = out_rps = share = 0.0
     if batch:
         tpot_q = tpot_at(batch, n_q)
         tpot_mean = tpot_at(batch, decode_ctx)
-        rps = rps_at(batch)
+        rps = rps_at(batch) * ranks
         share = prefill_share(batch)
         out_rps = rps * mean_out
     if w.concurrent_requests is not None:
-        need = math.ceil(w.concurrent_requests / batch) if batch else 0
+        need = math.ceil(w.concurrent_requests / (batch * ranks)) if batch else 0
         rate = 0.0
-        if batch:  # time and money at the load each replica carries, not at the cap
-            users = w.concurrent_requests / need
+        if batch:  # time and money at the load each rank carries, not at the cap
+            users = w.concurrent_requests / (need * ranks)
             step_mean = float(tpot_s(sm, users, decode_ctx))
             x, r_rep = _closed_loop(users, mean_pre, mean_out, step_mean, bool(disagg))
-            rate = r_rep * need
+            rate = r_rep * need * ranks
             tpot_q = float(tpot_s(sm, users, n_q)) / (1 - x)
             tpot_mean = step_mean / (1 - x)
             share = x
@@ -357,12 +361,14 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         rate = w.request_rate_per_s or 0.0
         need = math.ceil(rate / rps - 1e-12) if rps else 0
     need = max(need, 1) if batch else 0
-    pre_need = max(math.ceil(rate * mean_pre - 1e-12), 1) if disagg and batch else 0
+    # a prefill instance has the replica's layout: its dp ranks prefill one prompt each
+    pre_need = max(math.ceil(rate * mean_pre / ranks - 1e-12), 1) if disagg and batch else 0
 
     meets_rate = bool(batch)
     if r.request.tp > fleet.gpus_per_node:
         reasons.append(f"tp {r.request.tp} spans nodes of {fleet.gpus_per_node} GPUs")
         meets_rate = False
+
     want_gpus = (need + pre_need) * tp_pp
     if fleet.nodes is not None:
         nodes = fleet.nodes
@@ -380,14 +386,14 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
     headroom = fleet_headroom = None
     if batch and meets_rate:
         if w.concurrent_requests is not None:
-            headroom = 1 - w.concurrent_requests / (need * batch)
-            fleet_headroom = 1 - w.concurrent_requests / (replicas * batch)
+            headroom = 1 - w.concurrent_requests / (need * batch * ranks)
+            fleet_headroom = 1 - w.concurrent_requests / (replicas * batch * ranks)
         else:
             headroom = 1 - rate / (need * rps)
             fleet_headroom = 1 - rate / (replicas * rps)
         if disagg and mean_pre > 0:
-            headroom = min(headroom, 1 - rate * mean_pre / pre_need)
-            fleet_headroom = min(fleet_headroom, 1 - rate * mean_pre / max(pre_inst, 1))
+            headroom = min(headroom, 1 - rate * mean_pre / (pre_need * ranks))
+            fleet_headroom = min(fleet_headroom, 1 - rate * mean_pre / (max(pre_inst, 1) * ranks))
     hourly = gpus * fleet.price_usd_per_gpu_hour
     mean_in = int(a.context.sum()) / len(requests)
     usd_out = usd_all = usd_req = None

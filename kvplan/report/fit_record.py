@@ -70,8 +70,9 @@ def fit_record(r: FitResult) -> dict:
         "fits": r.fits,
         "verdict": r.verdict,
         "busiest_stage": r.busiest_stage,
-        "suggestion": ({"tp": r.suggestion[0], "pp": r.suggestion[1],
-                        "max_concurrency": r.suggestion_concurrency} if r.suggestion else None),
+        "suggestion": ({"tp": r.suggestion[0], "pp": r.suggestion[1], "dp": r.suggestion[2],
+                        "ep": r.suggestion[3], "max_concurrency": r.suggestion_concurrency}
+                       if r.suggestion else None),
         "notes": list(r.notes),
         **_launch(r),
     }
@@ -83,6 +84,7 @@ def _launch(r: FitResult) -> dict:
     target, commands = launch_plan(r)
     return {"launch": commands,
             "launch_layout": ({"tp": target.request.tp, "pp": target.request.pp,
+                               "dp": target.request.dp, "ep": target.request.ep,
                                "suggested": target is not r} if target else None),
             "launch_note": sequence_note(target) if target else
             f"no launch line: {no_launch_reason(r)}"}

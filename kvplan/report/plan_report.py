@@ -45,7 +45,8 @@ def headers(rep: PlanReport) -> list[str]:
 
 def row(o: Outcome, rank: int) -> list[str]:
     c, e = o.candidate, o.evaluation
-    return [str(rank), c.gpu.key, o.fit.layout.label, f"{c.tp} x {c.pp}", o.fit.kv_format,
+    return [str(rank), c.gpu.key, o.fit.layout.label, c.layout.removeprefix("tp ").replace(
+                " x pp ", " x "), o.fit.kv_format,
             status(o), f"{e.memory_concurrency:,}", f"{e.batch:,}",
             f"{e.replicas_needed:,}" if e.batch else "-", f"{e.gpus:,}",
             _unit(e.ttft_s, ".3f", " s"), _unit(_times(e.tpot_s, 1e3), ".1f", " ms"),
@@ -62,12 +63,14 @@ def headline(rep: PlanReport) -> str:
     if b is None:
         return "No configuration meets the workload and its SLOs."
     c, e = b.candidate, b.evaluation
-    return (f"Best: {e.replicas_needed} x ({c.gpu.key}, {b.fit.layout.label}, tp {c.tp} x pp {c.pp}, "
+    return (f"Best: {e.replicas_needed} x ({c.gpu.key}, {b.fit.layout.label}, {c.layout}, "
             f"KV {b.fit.kv_format})"
             + (f" + {e.prefill_instances_needed} prefill instance(s)" if e.prefill_instances_needed else "")
             + f" = {e.gpus_needed} GPU{'s' if e.gpus_needed > 1 else ''} "
             f"({e.gpus} billed in {e.nodes} node{'s' if e.nodes > 1 else ''})"
-            + f": {e.batch} requests per replica, ${e.usd_per_hour:,.2f}/hour, "
+            + (f": {e.batch} requests per DP rank ({e.batch * c.dp} per replica), "
+               if c.dp > 1 else f": {e.batch} requests per replica, ")
+            + f"${e.usd_per_hour:,.2f}/hour, "
             + (f"${e.usd_per_million_output_tokens:,.3f} per million output tokens, "
                if e.usd_per_million_output_tokens is not None else "")
             + (f"headroom {e.headroom:.0%}" if e.headroom is not None else ""))
@@ -137,7 +140,8 @@ def detail_lines(o: Outcome) -> list[str]:
            f"KV per request (per GPU, at its peak): mean {e.kv_bytes_per_request_mean / GiB:.3f} GiB, "
            f"{e.kv_bytes_per_request_at_percentile / GiB:.3f} GiB at the SLO percentile ({q:,} tokens)",
            f"Pool holds {e.memory_concurrency:,} requests of this mix; batch {e.batch:,} "
-           f"(max_num_seqs {r.max_num_seqs:,}, TPOT SLO)"]
+           f"(max_num_seqs {r.max_num_seqs:,}, TPOT SLO)"
+           + (f", per DP rank: {o.candidate.dp} ranks per replica" if o.candidate.dp > 1 else "")]
     if e.batch:
         out.append(f"Per replica: {e.requests_per_s_per_replica:.3f} requests/s, "
                    f"{e.output_tokens_per_s_per_replica:,.0f} output tokens/s; mean prefill "
@@ -184,7 +188,7 @@ def launch_line(o: Outcome) -> str:
 
 def skipped_line(s) -> str:
     c = s.candidate
-    return f"{c.gpu.key} {c.engine} tp {c.tp} x pp {c.pp} {c.kv_dtype}: {s.reason}"
+    return f"{c.gpu.key} {c.engine} {c.layout} {c.kv_dtype}: {s.reason}"
 
 
 def _md_table(head: list[str], body: list[list[str]]) -> list[str]:
