@@ -25,10 +25,13 @@ def _pcts(values: tuple[float, ...]) -> dict | None:
 def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
                      disaggregated: bool = False) -> dict:
     """Simulate ``n`` of ``requests`` on one replica of outcome ``o`` (at least one replica's
-    planned batch)."""
+    planned batch); under attention DP on one DP rank, which schedules its own requests (the
+    MoE layers' cost of the other ranks' tokens is in the step model, at the same batch)."""
     r, ev = o.fit, o.evaluation
     block = r.block_size_tokens
+    dp = o.candidate.dp
     replicas = max(ev.replicas_needed, 1)
+    ranks = replicas * dp  # the schedulers the demand is shared among
     rng = random.Random(seed)
     chosen = requests[:n]
     notes = []
@@ -43,11 +46,11 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
         p = prefill_tokens(x, w, block)
         shared = min(cached_prefix_tokens(x.shared_tokens, block), x.context_tokens - p)
         if w.request_rate_per_s:
-            rate = w.request_rate_per_s / replicas
+            rate = w.request_rate_per_s / ranks
             t += rng.expovariate(rate)
         reqs.append(SimRequest(t, p, x.output_tokens, x.context_tokens - p, shared))
     if not w.request_rate_per_s:
-        users = max(1, math.ceil((w.concurrent_requests or 1) / replicas))
+        users = max(1, math.ceil((w.concurrent_requests or 1) / ranks))
         notes.append(f"closed loop: the first {users} requests (every user at once, at t = 0) "
                      "are left out of the percentiles as warm-up")
     if o.step.speculative_tokens:
@@ -56,6 +59,8 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
     if disaggregated:
         notes.append("simulated colocated: prefills share this replica's steps and no KV "
                      "transfer is timed (the plan's disaggregated figures do not)")
+    where = (f"DP rank ({replicas} replicas x {dp} ranks)" if dp > 1
+             else f"replica ({replicas} replicas)")
     limits = SimLimits(max_num_seqs=max(ev.batch, 1), max_num_batched_tokens=r.max_num_batched_tokens,
                        pool_tokens=r.kv_pool_tokens, block_tokens=block)
     res = simulate(o.step, o.efficiency, limits, reqs, users=users)
@@ -70,10 +75,11 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
                  "pipeline-stage overlap")
     return {
         "configuration": {"gpu": o.candidate.gpu.key, "engine": r.layout.label,
-                          "tp": o.candidate.tp, "pp": o.candidate.pp, "kv_dtype": r.kv_format},
+                          "tp": o.candidate.tp, "pp": o.candidate.pp, "dp": dp,
+                          "ep": o.candidate.ep, "kv_dtype": r.kv_format},
         "requests": len(reqs), "seed": seed,
-        "arrivals": (f"Poisson at {rate:g} requests/s per replica ({replicas} replicas)"
-                     if rate else f"closed loop, {users} users per replica ({replicas} replicas)"),
+        "arrivals": (f"Poisson at {rate:g} requests/s per {where}" if rate
+                     else f"closed loop, {users} users per {where}"),
         "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens,
         "pool_tokens": limits.pool_tokens,
         "ttft_s": _pcts(ttft), "tpot_s": _pcts(tpot),
