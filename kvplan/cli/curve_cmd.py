@@ -14,7 +14,8 @@ EXAMPLES = """\b
 Examples:
   kvplan curve llama-3-70b --gpu h200 --weight-dtype fp8 --kv-dtype bf16,fp8 --x context --y concurrency
   kvplan curve llama-3-70b --gpu h100,h200,b200 --weight-dtype fp8 --kv-dtype fp8 --x batch --y tpot -c 32k
-  kvplan curve llama-3-70b --gpu h100 --tp 4 --kv-dtype fp8 --x position --y cost --plot cost.png"""
+  kvplan curve llama-3-70b --gpu h100 --tp 4 --kv-dtype fp8 --x position --y cost --plot cost.png
+  kvplan curve deepseek-v3 --gpu h200 --dp 8 --ep 8 --x batch --y cost -c 32k --points 1:64:x2"""
 
 
 def curve(
@@ -29,13 +30,19 @@ def curve(
     engine: Annotated[str, typer.Option("--engine")] = "vllm",
     tp: Annotated[int, typer.Option("--tp")] = 1,
     pp: Annotated[int, typer.Option("--pp")] = 1,
+    dp: Annotated[int, typer.Option("--dp", help="Attention data-parallel ranks (each --tp "
+                                    "GPUs, its own sequences and KV pool); batch and "
+                                    "concurrency are then per DP rank.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree: GPUs of a stage the "
+                                    "routed experts are spread over (vLLM: 1 or tp x dp).")] = 1,
     points: Annotated[str | None, typer.Option(
         "--points", help="x values: comma list or range (1k:128k:x2, 1:256:+8). Default: "
         "1k..128k doubling (context/position), 1..256 doubling (batch).")] = None,
     context: Annotated[str, typer.Option("--context", "-c", help="Context for --x batch; the "
                                          "max model length otherwise (default: the last x).")] = "8k",
     batch: Annotated[int | None, typer.Option(
-        "--batch", help="Target batch for --x context/position (default: max_num_seqs).")] = None,
+        "--batch", help="Target batch (per DP rank) for --x context/position (default: "
+        "max_num_seqs).")] = None,
     price: Annotated[float | None, typer.Option(
         "--price", help="USD per GPU-hour (default: the GPU spec's).")] = None,
     hbm_efficiency: Annotated[float | None, typer.Option(
@@ -51,7 +58,8 @@ def curve(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --plot file.")] = False,
 ) -> None:
     """Concurrency, throughput, TPOT or $/token along context, batch or position; several
-    --kv-dtype and/or --gpu values give several series."""
+    --kv-dtype and/or --gpu values give several series. With --dp N the batch and
+    concurrency are per DP rank, throughput and $/token the whole deployment's."""
     from ..planning.curve import X_AXES, Y_AXES
     from ..planning.deployment import build_series
     from .axis import parse_axis
@@ -62,6 +70,9 @@ def curve(
         raise InputError(f"unknown axis {y!r}; use {', '.join(Y_AXES)}", field="--y")
     import math
 
+    for degree, name in ((dp, "--dp"), (ep, "--ep")):
+        if degree < 1:
+            raise InputError(f"must be a positive integer, got {degree}", field=name)
     if batch is not None and batch < 1:
         raise InputError(f"must be positive, got {batch}", field="--batch")
     if price is not None and not (math.isfinite(price) and price > 0):
@@ -80,7 +91,8 @@ def curve(
 
         refuse_existing(Path(plot), force, "--plot")
     result = build_series(model, gpus=gpus, kv_dtypes=kvs, weight_dtype=weight_dtype,
-                          engine=engine, tp=tp, pp=pp, x=x, y=y, xs=xs, context=context,
+                          engine=engine, tp=tp, pp=pp, dp=dp, ep=ep, x=x, y=y, xs=xs,
+                          context=context,
                           batch=batch, price=price, hbm_efficiency=hbm_efficiency,
                           flops_efficiency=flops_efficiency,
                           assume_standard_attention=assume_standard_attention,

@@ -74,6 +74,9 @@ def fit(
                                     "GPUs, its own sequences and KV pool).")] = 1,
     ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree: GPUs of a stage the "
                                     "routed experts are spread over (vLLM: 1 or tp x dp).")] = 1,
+    dcp: Annotated[int, typer.Option("--dcp", help="Decode context parallel (vLLM "
+                                     "--decode-context-parallel-size): each sequence's tokens "
+                                     "split over this many of the --tp GPUs.")] = 1,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV format: auto, bf16, fp8, "
                                           "nvfp4, ... (see `kvplan formats`).")] = "auto",
     weight_dtype: Annotated[str | None, typer.Option(
@@ -143,7 +146,7 @@ def fit(
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise InputError(f"must be in (0, 1], got {gpu_memory_utilization}",
                          field="--gpu-memory-utilization")
-    for value, flag in ((tp, "--tp"), (pp, "--pp"), (dp, "--dp"), (ep, "--ep"),
+    for value, flag in ((tp, "--tp"), (pp, "--pp"), (dp, "--dp"), (ep, "--ep"), (dcp, "--dcp"),
                         (concurrency, "--concurrency"),
                         (max_num_batched_tokens, "--max-num-batched-tokens"),
                         (max_num_seqs, "--max-num-seqs"), (block_size, "--block-size")):
@@ -175,7 +178,7 @@ def fit(
         draft = Draft(dm, inventory(dm), weight_format(dm, weight_dtype), num_speculative_tokens)
     req = FitRequest(
         model=m, weights=inventory(m), weight_format=weight_format(m, weight_dtype), gpu=spec,
-        engine=engine, tp=tp, pp=pp, dp=dp, ep=ep, kv_dtype=kv_dtype,
+        engine=engine, tp=tp, pp=pp, dp=dp, ep=ep, dcp=dcp, kv_dtype=kv_dtype,
         context_tokens=_tokens(context, "--context"),
         max_model_len=_tokens(max_model_len, "--max-model-len"),
         utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,

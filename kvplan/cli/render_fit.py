@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core.units import GiB, format_tokens
-from ..planning.fit_search import layout_words, search_words
+from ..planning.fit_search import request_layout, search_words
 from ..planning.fit_types import FitResult
 from ..planning.launch import launch_plan, no_launch_reason, sequence_note
 from .render import console
@@ -52,6 +52,9 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
         pool = (f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {blocks:,} blocks "
                 f"shared by {groups} KV-cache groups: {r.kv_pool_tokens:,} tokens per group "
                 f"({blocks:,} // {groups} x {r.block_size_tokens} tokens per block)")
+    elif blocks is not None and req.dcp > 1:  # a block holds block x dcp of a sequence's tokens
+        pool += (f" ({blocks:,} blocks of {r.block_size_tokens} x dcp {req.dcp} tokens, "
+                 f"{r.block_size_tokens} on each GPU)")
     elif blocks is not None:
         pool += f" ({blocks:,} blocks of {r.block_size_tokens} tokens)"
     out.print(pool)
@@ -67,7 +70,7 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
     out.print(("FITS: " if r.fits else "DOES NOT FIT: ") + r.verdict.split(": ", 1)[-1])
     if r.suggestion and r.suggested is not None:
         out.print(f"smallest layout on {req.gpu.name} reaching {req.concurrency or 1} sequence(s): "
-                  f"{layout_words(r.suggested.request)} ({r.suggestion_concurrency:,} sequences)")
+                  f"{request_layout(r.suggested.request)} ({r.suggestion_concurrency:,} sequences)")
     elif req.concurrency or not r.fits:
         out.print(f"no layout on {req.gpu.name} reaches the target ({search_words(req)})")
     for note in r.notes:
@@ -77,7 +80,7 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
         out.print("launch: none (" + no_launch_reason(r) + ")")
         return
     if target is not r:
-        out.print(f"launch (the suggested {layout_words(target.request)} layout; this one does "
+        out.print(f"launch (the suggested {request_layout(target.request)} layout; this one does "
                   "not fit):")
     else:
         out.print("launch:")

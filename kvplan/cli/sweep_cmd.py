@@ -1,4 +1,5 @@
-"""``kvplan sweep MODEL [MODEL...]``: a grid over GPUs, TP, PP, KV formats, contexts, batches."""
+"""``kvplan sweep MODEL [MODEL...]``: a grid over GPUs, TP, PP, DP, EP, KV formats, contexts,
+batches."""
 
 # No `from __future__ import annotations` (typer evaluates annotation strings at start-up).
 
@@ -14,7 +15,8 @@ EXAMPLES = """\b
 Examples:
   kvplan sweep llama-3-70b --gpu h100,h200 --tp 1,2,4,8 --kv-dtype bf16,fp8 -c 8k,32k,128k --batch 1,8,64
   kvplan sweep llama-3-70b qwen3-30b-a3b --gpu h100,b200 --tp 1,2,4 -c 1k:128k:x2 --batch 1:256:+8 \\
-      --where 'tpot_ms <= 50' --objective cost_per_mtok --top 10 --format md"""
+      --where 'tpot_ms <= 50' --objective cost_per_mtok --top 10 --format md
+  kvplan sweep deepseek-v3 --gpu h200 --tp 1,8 --dp 1,8 --ep 1,8 -c 32k --batch 1,8,32"""
 
 
 def _split(values: list[str] | None, default: list[str], flag: str) -> list[str]:
@@ -32,6 +34,11 @@ def sweep(
     gpu: Annotated[list[str], typer.Option("--gpu", help="GPU(s), comma list.")],
     tp: Annotated[list[str] | None, typer.Option("--tp", help="TP degrees, e.g. 1,2,4,8.")] = None,
     pp: Annotated[list[str] | None, typer.Option("--pp", help="PP degrees.")] = None,
+    dp: Annotated[list[str] | None, typer.Option(
+        "--dp", help="Attention data-parallel ranks, e.g. 1,8 (batch and max_concurrency are "
+        "then per DP rank).")] = None,
+    ep: Annotated[list[str] | None, typer.Option(
+        "--ep", help="Expert-parallel degrees, e.g. 1,8 (vLLM: 1 or tp x dp).")] = None,
     kv_dtype: Annotated[list[str] | None, typer.Option("--kv-dtype", help="KV formats.")] = None,
     context: Annotated[list[str] | None, typer.Option(
         "--context", "-c", help="Contexts: 8k,32k or a range 1k:128k:x2.")] = None,
@@ -55,7 +62,8 @@ def sweep(
     assume_standard_attention: AssumeStandard = False,
     allow_long_max_model_len: AllowLong = False,
 ) -> None:
-    """Evaluate every combination; print or write the table."""
+    """Evaluate every combination; print or write the table. With --dp, batch and
+    max_concurrency are per DP rank; sequences, gpus, tokens/s and costs the deployment's."""
     from ..planning.sweep import Grid, check
     from ..report.frames import FORMATS, write
     from ..report.sweep_table import apply_where, parse_where, rank
@@ -77,7 +85,8 @@ def sweep(
         if fmt == "parquet":
             require_pyarrow()
     grid = Grid(models=models, gpus=_split(gpu, [], "--gpu"), tps=_ints(tp, "1", "--tp"),
-                pps=_ints(pp, "1", "--pp"), kv_dtypes=_split(kv_dtype, ["auto"], "--kv-dtype"),
+                pps=_ints(pp, "1", "--pp"), dps=_ints(dp, "1", "--dp"),
+                eps=_ints(ep, "1", "--ep"), kv_dtypes=_split(kv_dtype, ["auto"], "--kv-dtype"),
                 contexts=parse_axis(",".join(context) if context else "8k", "--context"),
                 batches=_ints(batch, "1", "--batch"), engine=engine, weight_dtype=weight_dtype,
                 price=price, assume_standard_attention=assume_standard_attention,

@@ -108,3 +108,9 @@ def pp_stages(num_layers: int, pp: int) -> list[range]:
         out.append(range(start, start + size))
         start += size
     return out
+
+
+def layout_words(tp: int, pp: int, dp: int = 1, ep: int = 1, dcp: int = 1) -> str:
+    """``tp 8 x pp 1``, with ``x dp 8``, ``, ep 8`` and ``, dcp 8`` where they are not 1."""
+    return (f"tp {tp} x pp {pp}" + (f" x dp {dp}" if dp > 1 else "")
+            + (f", ep {ep}" if ep > 1 else "") + (f", dcp {dcp}" if dcp > 1 else ""))

@@ -113,6 +113,11 @@ class StepModel:
     #: sees ``dp`` x a rank's tokens; a GPU holds 1/``ep`` of the routed experts
     dp: int = 1
     ep: int = 1
+    #: decode context parallelism (vLLM's ag_rs backend): per attention layer 3 collectives
+    #: (query all-gather, LSE all-gather, output reduce-scatter) over the dcp GPUs moving
+    #: ``dcp_bytes_per_token`` (all the stage's layers) per token of the step
+    dcp_layers: int = 0
+    dcp_bytes_per_token: float = 0.0
 
 
 def kv_read_bytes(m: StepModel, n):
@@ -209,6 +214,9 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
         calls = calls + 2.0 * m.moe_layers
         comm_bytes = comm_bytes + (m.moe_layers * 2 * (group - 1) / group * moe_tokens
                                    * m.hidden_size * m.activation_bytes_per_element)
+    if m.dcp_layers:
+        calls = calls + 3.0 * m.dcp_layers
+        comm_bytes = comm_bytes + tokens * m.dcp_bytes_per_token
     experts_hit, expert_pairs = busiest_ep_rank(m, moe_tokens)
     return StepTerms(
         dense_bytes=m.weight_bytes + 0.0 * tokens,

@@ -41,6 +41,7 @@ class Serving:
     dps: tuple[int, ...] = (1,)
     #: expert-parallel degrees; None ("search"): 1 and tp x dp, the two every engine runs
     eps: tuple[int, ...] | None = (1,)
+    dcps: tuple[int, ...] = (1,)  # decode context parallel GPUs (of tp), vLLM
     dp_search: bool = False  # dps came from "search": a dense model plans dp 1 only
     kv_dtypes: tuple[str, ...] = ("auto",)
     weight_dtype: str | None = None

@@ -54,16 +54,20 @@ class LayerCost:
     #: this layer's blocks hold ``block_multiple`` x the engine's block of tokens (vLLM raises
     #: the block of the smaller-page layers until every page is one size; ``unify_pages``)
     block_multiple: int = 1
+    #: decode context parallelism: the layer's tokens are split over this many GPUs, each
+    #: holding 1/``token_shards`` of them (``kvplan.engines.context_parallel``)
+    token_shards: int = 1
 
     def rank_bytes_for_tokens(self, tokens: int) -> Fraction:
-        """Bytes of ``tokens`` cached tokens of one layer on one rank (KIVI residual included)."""
+        """Bytes of ``tokens`` cached tokens of one layer on one rank (KIVI residual included);
+        under DCP ``tokens`` are the sequence's (whole virtual blocks), 1/dcp of them here."""
         if not self.kv_heads_per_rank or self.formats is None or self.head_dim_k is None:
             return Fraction(0)
         heads = self.kv_heads_per_rank
         b = self.formats.k.bytes_for_tokens(tokens, heads, self.head_dim_k)
         if self.head_dim_v:
             b += self.formats.v.bytes_for_tokens(tokens, heads, self.head_dim_v)
-        return b
+        return b / self.token_shards if self.token_shards > 1 else b
 
     def held_tokens(self, n: int, block_tokens: int, engine: EngineLayout) -> int:
         """Token slots (whole blocks) held at context n, worst case up to n (engine rules);

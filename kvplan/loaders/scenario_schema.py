@@ -49,6 +49,7 @@ class ServingIn(_M):
     pp: Annotated[Any, BeforeValidator(v.search_ints(SEARCH_PP))] = (1,)
     dp: Annotated[Any, BeforeValidator(v.search_ints(None))] = (1,)  # None: "search"
     ep: Annotated[Any, BeforeValidator(v.search_ints(None))] = (1,)  # None: "search"
+    dcp: Annotated[Any, BeforeValidator(v.search_ints((1, 2, 4, 8)))] = (1,)
     kv_dtype: Names = ("auto",)
     weight_dtype: str | None = None
     block_size: PosInt | None = None

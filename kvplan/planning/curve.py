@@ -9,6 +9,11 @@ position, for one planned deployment. Pure.
 - x = ``position``: the marginal cost (or TPOT, throughput) of generating the token at
   position n: the KV each sequence holds at n limits the batch and lengthens the step. The
   series carries a least-squares ``base + slope x n`` fit of its finite points.
+
+Under attention data parallelism (``dp`` ranks, ``r.request.dp``) the batch and the
+concurrency are one DP rank's (each rank runs its own batch from its own KV pool; the step
+model's MoE layers see every rank's tokens), while throughput and cost are the whole
+deployment's: dp x B / TPOT tokens/s, at the price of all tp x pp x dp GPUs.
 """
 
 from __future__ import annotations
@@ -45,16 +50,19 @@ class Series:
     fit_slope: float | None = None
 
 
-def _y(y: str, sm: StepModel, batch: int, n: int, conc: int, price_usd_per_hour: float):
+def _y(y: str, sm: StepModel, batch: int, n: int, conc: int, price_usd_per_hour: float,
+       ranks: int = 1):
+    """One point's y: ``batch`` and ``conc`` per DP rank; throughput (and the cost it pays for,
+    ``price_usd_per_hour`` being every GPU's) over ``ranks`` DP ranks."""
     if y == "concurrency":
         return float(conc)
     if batch < 1 or batch > conc:
         return None
     if y == "throughput":
-        return float(tokens_per_s(sm, batch, n))
+        return float(ranks * tokens_per_s(sm, batch, n))
     if y == "tpot":
         return float(tpot_s(sm, batch, n)) * 1000
-    return float(cost_per_mtok_usd(price_usd_per_hour, tokens_per_s(sm, batch, n)))
+    return float(cost_per_mtok_usd(price_usd_per_hour, ranks * tokens_per_s(sm, batch, n)))
 
 
 def linear_fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:
@@ -73,7 +81,10 @@ def linear_fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:
 
 def series(label: str, r: FitResult, sm: StepModel, *, x: str, y: str, xs: list[int],
            context_tokens: int, batch: int | None, price_usd_per_hour: float) -> Series:
+    """``batch`` (and the xs along ``batch``) per DP rank of ``r``; ``price_usd_per_hour`` of
+    the whole deployment (tp x pp x dp GPUs)."""
     points = []
+    ranks = r.request.dp
     target = batch or r.max_num_seqs
     cache: dict[int, int] = {}
 
@@ -89,7 +100,7 @@ def series(label: str, r: FitResult, sm: StepModel, *, x: str, y: str, xs: list[
         else:
             n, c = v, conc(v)
             b = min(target, c)
-        points.append(Point(v, _y(y, sm, b, n, c, price_usd_per_hour), b, c))
+        points.append(Point(v, _y(y, sm, b, n, c, price_usd_per_hour, ranks), b, c))
     one = next((p.x for p in points if p.concurrency <= 1), None) if x != "batch" else None
     zero = next((p.x for p in points if p.concurrency == 0), None) if x != "batch" else None
     base = slope = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..core.gpu import GpuSpec
+from ..core.parallel import layout_words
 from ..core.perf import Efficiency, StepModel
 from ..core.units import format_tokens, parse_tokens
 from .curve import Series, series
@@ -63,15 +64,19 @@ def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
 
 def plan(model, gpu: GpuSpec, *, kv_dtype: str, weight_dtype: str | None, engine: str, tp: int,
          pp: int, context_tokens: int, efficiency: Efficiency, weights=None,
-         allow_long_max_model_len: bool = False) -> tuple[FitResult, StepModel]:
-    """Plan one configuration; ``weights`` (the model's inventory) may be passed in when the
-    same model is planned many times (a sweep)."""
+         allow_long_max_model_len: bool = False, dp: int = 1,
+         ep: int = 1) -> tuple[FitResult, StepModel]:
+    """Plan one configuration (``dp`` attention data-parallel ranks of tp x pp GPUs, routed
+    experts over ``ep`` GPUs of a stage; a layout the engine refuses raises like ``kvplan
+    fit``); ``weights`` (the model's inventory) may be passed in when the same model is planned
+    many times (a sweep)."""
     from ..loaders.hf_params import weight_inventory
     from ..loaders.quant_config import weight_format
 
     req = FitRequest(model=model, weights=weights or weight_inventory(model),
                      weight_format=weight_format(model, weight_dtype), gpu=gpu, engine=engine,
-                     tp=tp, pp=pp, kv_dtype=kv_dtype, context_tokens=context_tokens, search=False,
+                     tp=tp, pp=pp, dp=dp, ep=ep, kv_dtype=kv_dtype,
+                     context_tokens=context_tokens, search=False,
                      allow_emulated=False, allow_long_max_model_len=allow_long_max_model_len)
     r = plan_fit(req)
     return r, step_model(r, efficiency)
@@ -82,10 +87,13 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
                  xs: list[int], context: str, batch: int | None, price: float | None,
                  hbm_efficiency: float | None, flops_efficiency: float | None,
                  assume_standard_attention: bool = False,
-                 allow_long_max_model_len: bool = False) -> CurveResult:
+                 allow_long_max_model_len: bool = False, dp: int = 1,
+                 ep: int = 1) -> CurveResult:
     """The series of one model over GPUs x KV formats. Along context or position, points past
     the model's context limit are left out (and said so) unless ``allow_long_max_model_len``;
-    a --context past it for the batch axis is refused like ``kvplan fit``."""
+    a --context past it for the batch axis is refused like ``kvplan fit``. With ``dp`` > 1
+    the batch and concurrency are one DP rank's, throughput and cost the deployment's
+    (tp x pp x dp GPUs, ``kvplan.planning.curve``)."""
     from ..core.errors import InputError
     from ..loaders.hardware import load_gpu
     from ..loaders.resolve import load_model
@@ -112,8 +120,9 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
         for kv in kv_dtypes:
             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=weight_dtype, engine=engine, tp=tp,
                          pp=pp, context_tokens=max_len, efficiency=eff,
-                         allow_long_max_model_len=allow_long_max_model_len)
-            hourly = (price if price is not None else spec.price_usd_per_gpu_hour) * tp * pp
+                         allow_long_max_model_len=allow_long_max_model_len, dp=dp, ep=ep)
+            # every GPU of the deployment: tp x pp per DP rank, dp ranks
+            hourly = (price if price is not None else spec.price_usd_per_gpu_hour) * tp * pp * dp
             label = f"{spec.key} {r.kv_format}" if len(gpus) > 1 else r.kv_format
             if len(kv_dtypes) == 1 and len(gpus) > 1:
                 label = spec.key
@@ -124,9 +133,11 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
     along = (f"context {format_tokens(ctx)}" if x == "batch" else
              f"{x} {format_tokens(min(xs))}-{format_tokens(max(xs))}")
     title = (f"{m.name} on {', '.join(dict.fromkeys(r.request.gpu.key for r in plans))}, "
-             f"tp {tp} x pp {pp}, engine {plans[0].layout.label}, weights "
+             f"{layout_words(tp, pp, dp, ep)}, engine {plans[0].layout.label}, weights "
              f"{plans[0].request.weight_format.name}, KV "
-             f"{', '.join(dict.fromkeys(r.kv_format for r in plans))}, {along}")
+             f"{', '.join(dict.fromkeys(r.kv_format for r in plans))}, {along}"
+             + ("; batch and concurrency per DP rank, throughput and cost for all "
+                f"{dp} ranks" if dp > 1 else ""))
     for s, r in zip(out, plans, strict=True):
         if all(p.concurrency == 0 for p in s.points):
             warnings.append(f"{s.label}: nothing fits at any point ({r.verdict}); the smallest "

@@ -222,12 +222,12 @@ def plan_layout(req: FitRequest) -> FitResult:
     ctx = req.context_tokens + lookahead
 
     fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
-                      block_size_tokens=block, engine=layout)
+                      block_size_tokens=block, engine=layout, dcp=req.dcp)
     block2, state_page, hybrid_notes = _hybrid_unify(req, model, fp.layer_costs, layout, block)
     if block2 != block:
         block = block2
         fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
-                          block_size_tokens=block, engine=layout)
+                          block_size_tokens=block, engine=layout, dcp=req.dcp)
     notes += hybrid_notes
     _check_native(req, fp)
     notes += list(fp.notes)

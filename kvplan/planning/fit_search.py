@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..core.errors import KvplanError
+from ..core.parallel import layout_words
 from .fit_types import FitRequest, FitResult
 
 SEARCH_TP = (1, 2, 4, 8)
@@ -47,10 +48,9 @@ def smallest_layout(req: FitRequest, target: int, plan_one: Callable[[FitRequest
     return None
 
 
-def layout_words(req: FitRequest) -> str:
-    """``tp 8 x pp 1``, with ``x dp 8, ep 8`` for a data / expert-parallel layout."""
-    extra = (f" x dp {req.dp}" if req.dp > 1 else "") + (f", ep {req.ep}" if req.ep > 1 else "")
-    return f"tp {req.tp} x pp {req.pp}{extra}"
+def request_layout(req: FitRequest) -> str:
+    """``tp 8 x pp 1``, with dp, ep and dcp where a request has them."""
+    return layout_words(req.tp, req.pp, req.dp, req.ep, req.dcp)
 
 
 def search_words(req: FitRequest) -> str:

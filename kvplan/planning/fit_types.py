@@ -37,6 +37,7 @@ class FitRequest:
     pp: int = 1
     dp: int = 1  # attention data-parallel ranks, each with its own sequences and KV pool
     ep: int = 1  # GPUs of a stage the routed experts are spread over (1: none)
+    dcp: int = 1  # decode context parallel: GPUs of a rank's tp each sequence's tokens split over
     kv_dtype: str = "auto"
     context_tokens: int = 8192
     max_model_len: int | None = None

@@ -28,6 +28,7 @@ from ..core.parallel import check_degree, pp_stages
 from ..core.units import ceil_bytes
 from ..engines import EngineLayout, get_engine
 from ..engines.base import version_tuple
+from ..engines.context_parallel import check_dcp, shard_tokens
 from ..engines.costs import LayerCost, layer_cost, unify_pages
 
 #: vLLM's only block size for sparse MLA (``FlashMLASparseBackend`` kernel block sizes [64]).
@@ -120,8 +121,10 @@ def kv_footprint(
     block_size_tokens: int | None = None,
     engine: str | EngineLayout = "vllm",
     state_dtype: str | None = None,
+    dcp: int = 1,
 ) -> Footprint:
-    """Compute the KV footprint of one sequence of ``model`` at each context length."""
+    """Compute the KV footprint of one sequence of ``model`` at each context length; ``dcp``:
+    decode context parallel GPUs each sequence's tokens are split over (of the ``tp``)."""
     layout = get_engine(engine) if isinstance(engine, str) else engine
     check_degree(tp, "tp")
     check_degree(pp, "pp")
@@ -147,6 +150,9 @@ def kv_footprint(
     for spec, count in model.layer_groups():
         costs[spec] = layer_cost(spec, count, layout, formats, tp, model, state_dtype)
     costs = dict(zip(costs, unify_pages(list(costs.values()), block, layout), strict=True))
+    if dcp != 1:
+        check_dcp(layout, list(costs.values()), tp, dcp, formats.name)
+        costs = {spec: shard_tokens(c, dcp) for spec, c in costs.items()}
     by_layer = [[costs[spec] for spec in block] for block in model.layers]
     rows = tuple(costs.values())
     scheme = [] if not (model.checkpoint_kv_format and layout.applies_checkpoint_kv_scheme
@@ -154,7 +160,11 @@ def kv_footprint(
                                                                      v_dtype or "auto")}) else [
         f"KV format auto = {model.checkpoint_kv_format}: the checkpoint's quantization_config "
         f"declares it and {layout.name} applies it"]
-    notes = tuple(dict.fromkeys([*scheme, *(n for c in rows for n in c.notes),
+    dcp_note = [f"decode context parallel {dcp}: each sequence's tokens split over {dcp} of the "
+                f"{tp} TP GPUs (token i on GPU i % {dcp}), in blocks of {block} x {dcp} tokens; "
+                f"each GPU holds 1/{dcp} of them"
+                + (f" (every token on {tp // dcp} GPUs)" if tp > dcp else "")] if dcp > 1 else []
+    notes = tuple(dict.fromkeys([*scheme, *(n for c in rows for n in c.notes), *dcp_note,
                                  *layout.format_notes(formats.v.name)]))
     mixes = [_stage_mix(stage, by_layer) for stage in stages]
     sequences = tuple(_sequence_bytes(n, mixes, tp, block, layout) for n in contexts)

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path, PurePath
 
-from ..core.errors import KvplanError
+from ..core.errors import KvplanError, ParallelismError
 from ..core.weights import WeightFormat, expert_width
 from ..engines import get_engine
 from ..engines.base import STATE_KINDS, version_tuple
@@ -219,6 +219,8 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
         parts += ["--data-parallel-size", str(req.dp)]
     if req.ep > 1:
         parts += ["--enable-expert-parallel"]
+    if req.dcp > 1:
+        parts += ["--decode-context-parallel-size", str(req.dcp)]
     if planned:
         # the block the plan starts from, always: vLLM 0.34 moved its default from 16 to 64,
         # and a hybrid's larger block is vLLM's own rounding of it (not passed)
@@ -344,6 +346,9 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
             req = r.request
             if req.dp > 1 or req.ep > 1:  # each engine's own rule for this DP / EP layout
                 moe_split(name, req.tp, req.dp, req.ep, req.num_experts, expert_width(req.weights))
+            if req.dcp > 1 and name != "vllm":
+                raise ParallelismError(f"decode context parallelism is modelled for vLLM only "
+                                       f"({name}'s is not read by kvplan)", field="dcp")
         except KvplanError as e:
             out[name] = f"# {e.detail}"
             continue

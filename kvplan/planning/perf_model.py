@@ -14,6 +14,7 @@ from ..core.layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingW
 from ..core.parallel import plain_split, pp_stage_sizes, pp_stages
 from ..core.perf import Efficiency, KvRead, StepModel
 from ..core.weights import Tensor, rank_tensor_bytes, tensor_role
+from ..engines.context_parallel import exchange_bytes_per_token
 from ..engines.costs import LayerCost
 from .fit_types import FitResult
 
@@ -120,10 +121,14 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
             costs.setdefault(id(c), (c, 0))
             costs[id(c)] = (c, costs[id(c)][1] + 1)
     kv_reads, attn, prefill_attn, state = [], [], [], 0.0
+    dcp_layers, dcp_bytes = 0, 0.0
     for c, count in costs.values():
         if c.state_bytes_per_rank:
             state += 2 * c.state_bytes_per_rank * count  # read and written every step
             continue
+        if c.token_shards > 1:  # DCP: 1/dcp of the KV read here, outputs merged over dcp GPUs
+            dcp_layers += count
+            dcp_bytes += count * exchange_bytes_per_token(c, tp, c.token_shards)
         kv_reads.append(KvRead(float(c.rank_bytes_for_tokens(1)) * count, _cap(c)))
         spec = c.spec
         if isinstance(spec, MultiHeadLatent):
@@ -149,4 +154,5 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         flops_per_s=float(gpu.dense_flops_per_s[dtype]),
         link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
         efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn),
-        expert_flops_per_token=2.0 * expert_active)
+        expert_flops_per_token=2.0 * expert_active, dcp_layers=dcp_layers,
+        dcp_bytes_per_token=dcp_bytes)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from ..core.errors import KvplanError
 from ..core.gpu import GpuSpec
 from ..core.model import Model
+from ..core.parallel import layout_words
 from ..core.perf import Efficiency, StepModel
 from ..core.scenario_spec import Scenario
 from ..core.workload import Request, Stats, conversations_for, sample, stats
@@ -32,6 +33,7 @@ class Candidate:
     kv_dtype: str
     dp: int = 1  # attention data-parallel ranks, each with its own sequences and KV pool
     ep: int = 1  # GPUs of a stage the routed experts are spread over
+    dcp: int = 1  # decode context parallel: GPUs of tp each sequence's tokens are split over
 
     @property
     def gpus(self) -> int:
@@ -40,9 +42,8 @@ class Candidate:
 
     @property
     def layout(self) -> str:
-        """``tp 2 x pp 1``, with ``x dp 8, ep 8`` when data or expert parallel."""
-        extra = (f" x dp {self.dp}" if self.dp > 1 else "") + (f", ep {self.ep}" if self.ep > 1 else "")
-        return f"tp {self.tp} x pp {self.pp}{extra}"
+        """``tp 2 x pp 1``, with ``x dp 8, ep 8`` (and ``dcp``) where they are not 1."""
+        return layout_words(self.tp, self.pp, self.dp, self.ep, self.dcp)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ SCENARIO_KEYS = {"--allow-emulated": "serving.allow_emulated: true",
                  "--weight-memory": "a weight "
                  "figure (not available in a scenario)", "--pp": "serving.pp", "--tp": "serving.tp",
                  "--dp": "serving.dp", "--ep": "serving.ep",
+                 "--dcp": "serving.dcp",
                  "--engine": "serving.engine", "--kv-dtype": "serving.kv_dtype",
                  "--block-size": "serving.block_size", "--max-model-len": "serving.max_model_len",
                  "--max-num-seqs": "serving.max_num_seqs",
@@ -204,7 +206,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                                          "all-to-all across nodes is not modelled"))
             continue
         req = FitRequest(model=model, weights=weights, weight_format=wfmt, gpu=gpu, engine=engine,
-                         tp=tp, pp=pp, dp=cand.dp, ep=cand.ep, kv_dtype=kv,
+                         tp=tp, pp=pp, dp=cand.dp, ep=cand.ep, dcp=cand.dcp, kv_dtype=kv,
                          context_tokens=max_len, max_model_len=max_len,
                          utilization=s.utilization, max_num_batched_tokens=s.max_num_batched_tokens,
                          max_num_seqs=s.max_num_seqs, block_size_tokens=s.block_size_tokens,
@@ -263,11 +265,11 @@ def candidates(s, gpus: list[GpuSpec], moe: bool) -> list[Candidate]:
     (the replica count already covers them)."""
     out = []
     dps = (1,) if s.dp_search and not moe else s.dps
-    for gpu, engine, tp, pp, dp, kv in itertools.product(gpus, s.engines, s.tps, s.pps, dps,
-                                                          s.kv_dtypes):
+    for gpu, engine, tp, pp, dp, dcp, kv in itertools.product(gpus, s.engines, s.tps, s.pps, dps,
+                                                               s.dcps, s.kv_dtypes):
         eps = s.eps if s.eps is not None else ((1, tp * dp) if moe else (1,))
         for ep in dict.fromkeys(eps):
-            out.append(Candidate(gpu, engine, tp, pp, kv, dp, ep))
+            out.append(Candidate(gpu, engine, tp, pp, kv, dp, ep, dcp))
     return out
 
 

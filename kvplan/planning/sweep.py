@@ -1,16 +1,26 @@
-"""``kvplan sweep``: a grid over models x GPUs x TP x PP x KV formats x contexts x batches,
-as column arrays per planned configuration (``kvplan.report.sweep_table`` makes the DataFrame).
+"""``kvplan sweep``: a grid over models x GPUs x TP x PP x DP x EP x KV formats x contexts x
+batches, as column arrays per planned configuration (``kvplan.report.sweep_table`` makes the
+DataFrame).
 
-Each (model, GPU, TP, PP, KV format) is planned once with ``plan_fit`` (at the grid's longest
-context); its concurrency is evaluated per context, and the roofline formulas of
+Each (model, GPU, TP, PP, DP, EP, KV format) is planned once with ``plan_fit`` (at the grid's
+longest context); its concurrency is evaluated per context, and the roofline formulas of
 ``kvplan.core.perf`` run over the whole context x batch block as numpy arrays (no Python loop per
 row).
+
+Under attention data parallelism (``dp`` ranks of tp x pp GPUs) ``batch`` and
+``max_concurrency`` are one DP rank's (each rank runs its own batch from its own KV pool) and
+``sequences`` = batch x dp the deployment's running sequences; ``gpus`` = tp x pp x dp,
+``tokens_per_s`` = dp x batch / TPOT (the deployment), ``tokens_per_s_per_gpu`` that / gpus,
+and every cost is at the price of all ``gpus`` (each rank prefills its own prompts: input
+tokens/s = dp x context / TTFT; a request pays one rank's share). ``tpot_ms``, ``ttft_ms``,
+``kv_read_share`` and ``compute_bound_batch`` are one rank's (its GPUs' step).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import product
 from typing import Any
 
 import numpy as np
@@ -42,10 +52,15 @@ class Grid:
     hbm_efficiency: float | None = None
     flops_efficiency: float | None = None
     allow_long_max_model_len: bool = False  # plan contexts past a model's limit (stated)
+    #: attention data-parallel ranks (each tp x pp GPUs, its own sequences and KV pool) and
+    #: expert-parallel degrees (GPUs of a stage the routed experts are spread over)
+    dps: list[int] = field(default_factory=lambda: [1])
+    eps: list[int] = field(default_factory=lambda: [1])
 
     @property
     def configs(self) -> int:
-        return len(self.models) * len(self.gpus) * len(self.tps) * len(self.pps) * len(self.kv_dtypes)
+        return (len(self.models) * len(self.gpus) * len(self.tps) * len(self.pps)
+                * len(self.dps) * len(self.eps) * len(self.kv_dtypes))
 
     @property
     def rows(self) -> int:
@@ -56,9 +71,10 @@ def _unplanned(base: dict, model, grid: Grid, kv: str, contexts: np.ndarray,
                batches: np.ndarray, error: str, **extra) -> dict:
     """The rows of a configuration that was not planned, with the reason in ``error``."""
     kv_name, wd_name = _names(model, grid, kv)
+    batch = np.tile(batches, len(contexts))
     return {**base, "kv_dtype": kv_name, "weight_dtype": wd_name,
             "context_tokens": np.repeat(contexts, len(batches)),
-            "batch": np.tile(batches, len(contexts)), "fits": False, "error": error,
+            "batch": batch, "sequences": batch * base["dp"], "fits": False, "error": error,
             **extra}
 
 
@@ -93,6 +109,11 @@ def check(grid: Grid, yes: bool) -> None:
     _check_names(grid)
     if grid.price is not None and not (np.isfinite(grid.price) and grid.price > 0):
         raise InputError(f"must be positive, got {grid.price}", field="--price")
+    for values, flag in ((grid.dps, "--dp"), (grid.eps, "--ep")):
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int | np.integer)
+               or v < 1]
+        if bad:
+            raise InputError(f"must be positive integers, got {bad[0]!r}", field=flag)
 
 
 def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: float,
@@ -101,15 +122,18 @@ def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: f
 
     ``ttft_ms`` and ``cost_per_mtok_input_usd`` are for a prompt of ``context_tokens``;
     ``cost_per_request_usd`` (with ``request = (prompt, output)``) is the prompt's prefill
-    plus its share of ``output`` decode steps of the batch, at context prompt + output / 2."""
+    plus its share of ``output`` decode steps of the batch, at context prompt + output / 2.
+    ``batches`` are per DP rank and ``price_per_hour`` is every GPU's (tp x pp x dp): tokens/s
+    and costs are the deployment's, dp ranks each running the batch (module docstring)."""
     conc_by_ctx = np.array([concurrency_at(plan, int(n)) for n in contexts], dtype=np.int64)
     n = np.repeat(contexts, len(batches)).astype(np.float64)
     b = np.tile(batches, len(contexts)).astype(np.float64)
     conc = np.repeat(conc_by_ctx, len(batches))
+    ranks = plan.request.dp  # DP ranks, each running a batch of b from its own pool
     tpot = tpot_s(sm, b, n)
-    tps = b / tpot
+    tps = ranks * b / tpot  # the deployment's
     fits = (b <= conc) & (conc > 0)
-    gpus = plan.request.tp * plan.request.pp
+    gpus = plan.request.tp * plan.request.pp * ranks
     nan = np.where(fits, 1.0, np.nan)
     chunk = float(plan.max_num_batched_tokens)
     ttft = prefill_s(sm, n, chunk)
@@ -118,15 +142,16 @@ def block(plan, sm, contexts: np.ndarray, batches: np.ndarray, price_per_hour: f
     if request is not None:
         prompt, out = request
         mid = prompt + out / 2
-        per_request = price_per_hour / 3600 * (prefill_s(sm, float(prompt), chunk)
-                                               + out * tpot_s(sm, b, mid) / b) * nan
+        per_request = price_per_hour / ranks / 3600 * (prefill_s(sm, float(prompt), chunk)
+                                                       + out * tpot_s(sm, b, mid) / b) * nan
     return {
-        "context_tokens": n.astype(np.int64), "batch": b.astype(np.int64), "fits": fits,
+        "context_tokens": n.astype(np.int64), "batch": b.astype(np.int64),
+        "sequences": b.astype(np.int64) * ranks, "fits": fits,
         "max_concurrency": conc, "tpot_ms": tpot * 1000 * nan,
         "ttft_ms": ttft * 1000 * np.where(conc > 0, 1.0, np.nan),
         "tokens_per_s": tps * nan, "tokens_per_s_per_gpu": tps / gpus * nan,
         "cost_per_mtok_usd": cost_per_mtok_usd(price_per_hour, tps) * nan,
-        "cost_per_mtok_input_usd": cost_per_mtok_usd(price_per_hour, n / ttft)
+        "cost_per_mtok_input_usd": cost_per_mtok_usd(price_per_hour, ranks * n / ttft)
         * np.where(conc > 0, 1.0, np.nan),
         "cost_per_request_usd": per_request,
         "kv_read_share": step.kv_bytes / step.bytes * nan,
@@ -154,7 +179,8 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
                   ) -> Iterator[dict[str, Any]]:
     """The grid, one planned configuration at a time: a dict of columns (scalars, or arrays of
     its context x batch rows). A configuration that cannot be planned (a TP degree that does not
-    divide the heads, ...) gives rows with ``fits`` false and the reason in ``error``.
+    divide the heads, a DP / EP layout the engine does not run, ...) gives rows with ``fits``
+    false and the reason in ``error``.
     ``kvplan.report.sweep_table.sweep`` joins them into the DataFrame."""
     from ..loaders.hardware import load_gpu
     from ..loaders.resolve import load_model
@@ -183,37 +209,36 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
         for spec in specs:
             eff = efficiency_for(spec, grid.hbm_efficiency, grid.flops_efficiency,
                                  grid.engine)
-            for tp in grid.tps:
-                for pp in grid.pps:
-                    price = (grid.price if grid.price is not None else
-                             spec.price_usd_per_gpu_hour) * tp * pp
-                    for kv in grid.kv_dtypes:
-                        base = {"model": m.name, "gpu": spec.key, "tp": tp, "pp": pp,
-                                "gpus": tp * pp, "engine": grid.engine,
-                                "price_usd_per_hour": price}
-                        if over.all():  # every context is past the model's limit
-                            yield _unplanned(base, m, grid, kv, contexts, batches, limit_error,
-                                             max_concurrency=0)
-                            if progress:
-                                progress(per_config)
-                            continue
-                        try:
-                            r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=grid.weight_dtype,
-                                         engine=grid.engine, tp=tp, pp=pp,
-                                         context_tokens=int(planned.max()), efficiency=eff,
-                                         weights=weights,
-                                         allow_long_max_model_len=grid.allow_long_max_model_len)
-                        except KvplanError as e:
-                            yield _unplanned(base, m, grid, kv, contexts, batches, str(e))
-                        else:
-                            cols = block(r, sm, contexts, batches, price, grid.request)
-                            yield {
-                                **base, "kv_dtype": r.kv_format,
-                                "weight_dtype": r.request.weight_format.name,
-                                "kv_pool_bytes": r.budget.kv_pool_bytes,
-                                **with_row_errors(cols, over, limit_error)}
+            for tp, pp, dp, ep in product(grid.tps, grid.pps, grid.dps, grid.eps):
+                price = (grid.price if grid.price is not None else
+                         spec.price_usd_per_gpu_hour) * tp * pp * dp  # every GPU's
+                for kv in grid.kv_dtypes:
+                    base = {"model": m.name, "gpu": spec.key, "tp": tp, "pp": pp, "dp": dp,
+                            "ep": ep, "gpus": tp * pp * dp, "engine": grid.engine,
+                            "price_usd_per_hour": price}
+                    if over.all():  # every context is past the model's limit
+                        yield _unplanned(base, m, grid, kv, contexts, batches, limit_error,
+                                         max_concurrency=0)
                         if progress:
                             progress(per_config)
+                        continue
+                    try:
+                        r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=grid.weight_dtype,
+                                     engine=grid.engine, tp=tp, pp=pp, dp=dp, ep=ep,
+                                     context_tokens=int(planned.max()), efficiency=eff,
+                                     weights=weights,
+                                     allow_long_max_model_len=grid.allow_long_max_model_len)
+                    except KvplanError as e:
+                        yield _unplanned(base, m, grid, kv, contexts, batches, str(e))
+                    else:
+                        cols = block(r, sm, contexts, batches, price, grid.request)
+                        yield {
+                            **base, "kv_dtype": r.kv_format,
+                            "weight_dtype": r.request.weight_format.name,
+                            "kv_pool_bytes": r.budget.kv_pool_bytes,
+                            **with_row_errors(cols, over, limit_error)}
+                    if progress:
+                        progress(per_config)
 
 
 def _check_names(grid: Grid) -> None:

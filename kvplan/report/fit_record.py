@@ -40,6 +40,7 @@ def fit_record(r: FitResult) -> dict:
         "pp": req.pp,
         "dp": req.dp,
         "ep": req.ep,
+        "dcp": req.dcp,
         "gpus": req.gpus,
         "placement": _placement(r),
         "kv_dtype": r.kv_format,

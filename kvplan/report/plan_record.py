@@ -20,7 +20,7 @@ def configuration(o: Outcome, rank: int) -> dict:
     c, r, e = o.candidate, o.fit, o.evaluation
     return {
         "rank": rank, "gpu": c.gpu.key, "engine": r.layout.label, "tp": c.tp, "pp": c.pp,
-        "dp": c.dp, "ep": c.ep, "gpus_per_replica": c.gpus,
+        "dp": c.dp, "ep": c.ep, "dcp": c.dcp, "gpus_per_replica": c.gpus,
         "kv_dtype": r.kv_format, "weight_dtype": r.request.weight_format.name,
         "block_size_tokens": r.block_size_tokens, "max_model_len": r.max_model_len,
         "ok": e.ok, "fits": e.fits, "meets_slo": e.meets_slo, "meets_rate": e.meets_rate,
@@ -86,6 +86,7 @@ def plan_record(rep: PlanReport) -> dict:
         "configurations": configs,
         "skipped": [{"gpu": s.candidate.gpu.key, "engine": s.candidate.engine, "tp": s.candidate.tp,
                      "pp": s.candidate.pp, "dp": s.candidate.dp, "ep": s.candidate.ep,
+                     "dcp": s.candidate.dcp,
                      "kv_dtype": s.candidate.kv_dtype, "reason": s.reason}
                     for s in rep.skipped],
         "assumptions": list(rep.assumptions),

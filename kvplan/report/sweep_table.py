@@ -1,5 +1,7 @@
 """The sweep as a pandas DataFrame with stable ``COLUMNS`` (a public interface: keep the
-names), its ``--where`` filters and ``--objective`` ranking."""
+names), its ``--where`` filters and ``--objective`` ranking. ``batch`` and
+``max_concurrency`` are per DP rank, ``sequences`` (batch x dp), ``gpus`` (tp x pp x dp),
+tokens/s and costs the deployment's (``kvplan.planning.sweep``)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ import pandas as pd
 from ..core.errors import InputError
 from ..planning.sweep import Grid, sweep_columns
 
-COLUMNS = ["model", "gpu", "tp", "pp", "gpus", "engine", "kv_dtype", "weight_dtype",
-           "context_tokens", "batch", "fits", "max_concurrency", "kv_pool_bytes", "tpot_ms",
-           "ttft_ms", "tokens_per_s", "tokens_per_s_per_gpu", "cost_per_mtok_usd",
+COLUMNS = ["model", "gpu", "tp", "pp", "dp", "ep", "gpus", "engine", "kv_dtype",
+           "weight_dtype", "context_tokens", "batch", "sequences", "fits", "max_concurrency",
+           "kv_pool_bytes", "tpot_ms", "ttft_ms", "tokens_per_s", "tokens_per_s_per_gpu", "cost_per_mtok_usd",
            "cost_per_mtok_input_usd", "cost_per_request_usd", "kv_read_share",
            "compute_bound_batch", "price_usd_per_hour", "error"]
 NUMERIC = [c for c in COLUMNS if c not in ("model", "gpu", "engine", "kv_dtype",
