@@ -149,3 +149,46 @@ def test_bad_dp_ep_values(tmp_path, capsys, serving, needle):
     out, err = capsys.readouterr()
     assert out == "" and "Traceback" not in err and needle in err, err
     assert f"{p}:4: " in err  # the serving line
+
+
+DISAGG = """kvplan: 1
+model: deepseek-v3
+hardware: {{gpu: h200}}
+serving: {{tp: 1, dp: 8, ep: 8}}
+workload: {{request_rate: 10, prompt_tokens: 8192, output_tokens: 1024}}
+slo: {{ttft_ms: {ttft}, tpot_ms: 100}}
+disaggregated:
+  link_bandwidth: 50GB/s
+  prefill: {{tp: [8, 1], dp: [1, 8]}}
+samples: 50
+"""
+
+
+def test_disaggregated_prefill_role_layout(tmp_path, capsys):
+    d = plan_json(tmp_path, capsys, DISAGG.format(ttft=2000))
+    c = d["best"]
+    dd = c["disaggregated"]
+    opts = {(o["tp"], o["dp"], o["ep"]): o for o in dd["prefill_options"]}
+    # ep defaults to 1 and tp x dp: TP 8 (ep 1, 8) and DP 8 (ep 1, 8); tp 8 x dp 8 spans nodes
+    assert set(opts) == {(8, 1, 1), (8, 1, 8), (1, 8, 1), (1, 8, 8)}
+    assert any("prefill layout tp 8 x pp 1 x dp 8 not planned" in n for n in c["notes"])
+    for o in opts.values():  # GPU-seconds per request = mean prefill x GPUs / DP ranks
+        assert o["gpu_seconds_per_request"] == pytest.approx(
+            o["mean_prefill_s"] * o["gpus_per_instance"] / o["dp"])
+    # every option meets 2 s; DP 8 prefills 8 prompts at once: fewest GPU-seconds
+    chosen = dd["prefill_layout"]
+    assert chosen == min(opts.values(), key=lambda o: o["gpu_seconds_per_request"])
+    assert chosen["dp"] == 8
+    pre_need = math.ceil(10 * chosen["mean_prefill_s"] / chosen["dp"])
+    assert dd["prefill_instances_needed"] == pre_need
+    assert dd["prefill_gpus"] == pre_need * 8 and dd["decode_gpus"] == c["replicas_needed"] * 8
+    assert c["gpus_needed"] == dd["prefill_gpus"] + dd["decode_gpus"]
+    # each role on its own nodes of 8
+    assert c["nodes"] == c["replicas_needed"] + pre_need
+    assert "--data-parallel-size 8" in dd["prefill_launch"]["vllm"]
+    # a TTFT limit between TP 8's and DP 8's: TP 8 prefills instead
+    tp8, dp8 = opts[(8, 1, 1)]["ttft_s"], opts[(1, 8, 1)]["ttft_s"]
+    assert tp8 < dp8
+    limit_ms = (tp8 + dp8) / 2 * 1e3
+    d = plan_json(tmp_path, capsys, DISAGG.format(ttft=f"{limit_ms:.3f}"))
+    assert d["best"]["disaggregated"]["prefill_layout"]["tp"] == 8

@@ -31,6 +31,9 @@ class Extras:
     nvme: Tier | None = None
     preemption: str | None = None  # "recompute" | "swap"
     disagg_link_bytes_per_s: float | None = None
+    #: the prefill instances' candidate layouts (tp, pp, dp, ep): tp or pp 0 takes the decode
+    #: candidate's, ep 0 both 1 and tp x dp (a dense model: 1); None: the decode's own layout
+    prefill_layouts: tuple[tuple[int, int, int, int], ...] | None = None
 
 
 @dataclass(frozen=True)

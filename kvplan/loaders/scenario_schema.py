@@ -97,8 +97,18 @@ class PreemptionIn(_M):
     mode: Literal["recompute", "swap"]
 
 
+class RoleIn(_M):
+    """The prefill instances' own layout (each a number or a list; default: the decode's)."""
+
+    tp: Annotated[Any, BeforeValidator(v.search_ints(SEARCH_TP))] = None
+    pp: Annotated[Any, BeforeValidator(v.search_ints(SEARCH_PP))] = None
+    dp: Annotated[Any, BeforeValidator(v.search_ints((1, 2, 4, 8)))] = (1,)
+    ep: Annotated[Any, BeforeValidator(v.search_ints(None))] = None  # None: 1 and tp x dp
+
+
 class DisaggregatedIn(_M):
     link_bandwidth: Bandwidth
+    prefill: RoleIn | None = None
 
 
 class ScenarioIn(_M):

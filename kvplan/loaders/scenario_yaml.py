@@ -99,9 +99,16 @@ def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenari
     def tier(t: TierIn | None) -> Tier | None:
         return Tier(t.bytes, t.bandwidth) if t else None
 
+    role = d.disaggregated.prefill if d.disaggregated else None
+    layouts = None
+    if role is not None:
+        layouts = tuple(dict.fromkeys(
+            (tp, pp, dp, ep) for tp in role.tp or (0,) for pp in role.pp or (0,)
+            for dp in role.dp for ep in (role.ep if role.ep is not None else (0,))))
     extras = Extras(cpu=tier(off.cpu), nvme=tier(off.nvme),
                     preemption=d.preemption.mode if d.preemption else None,
-                    disagg_link_bytes_per_s=d.disaggregated.link_bandwidth if d.disaggregated else None)
+                    disagg_link_bytes_per_s=d.disaggregated.link_bandwidth if d.disaggregated else None,
+                    prefill_layouts=layouts)
     return Scenario(
         path=str(path), name=d.name or path.stem, model=names["model"], hardware=hw, serving=serving,
         workload=wl, slo=slo, extras=extras,

@@ -21,7 +21,7 @@ from .fit import plan_fit
 from .fit_types import Draft, FitRequest, FitResult
 from .model_limits import check_context, limit_words
 from .perf_model import step_model, with_speculation
-from .scenario_eval import Evaluation, Fleet, RequestArrays, evaluate
+from .scenario_eval import Evaluation, Fleet, PrefillOption, RequestArrays, evaluate
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
     outcomes: list[Outcome] = []
     skipped: list[Skipped] = []
     s = sc.serving
+    role_cache: dict[tuple, PrefillOption | str] = {}
     moe = bool(weights and weights.num_experts)
     grid = candidates(s, gpus, moe)
     for done, cand in enumerate(grid):
@@ -226,9 +227,13 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         price = (sc.hardware.prices_usd_per_gpu_hour.get(gpu.key) or sc.hardware.price_usd_per_gpu_hour
                  or gpu.price_usd_per_gpu_hour)
         fleet = Fleet(sc.hardware.gpus_per_node, sc.hardware.nodes, price)
+        roles: list[PrefillOption] | None = None
+        refused: list[str] = []
+        if sc.extras.prefill_layouts and sc.extras.disagg_link_bytes_per_s:
+            roles, refused = _prefill_options(sc, cand, req, moe, role_cache, eff)
         ev = evaluate(r, sm, kept, w, sc.slo, fleet, sc.extras, lookahead=sc.speculative_tokens,
-                      arrays=arrays)
-        notes = [_scenario_words(n) for n in r.notes]
+                      arrays=arrays, prefill=roles)
+        notes = [_scenario_words(n) for n in r.notes] + refused
         launch_r = r
         if ev.batch and s.max_num_seqs is None and ev.batch < r.max_num_seqs \
                 and r.layout.name in ("vllm", "trtllm"):
@@ -239,6 +244,13 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                 launch_r = plan_fit(replace(req, max_num_seqs=ev.batch))
             if launch_r.budget.kv_pool_bytes != r.budget.kv_pool_bytes:
                 notes.append(_capped_note(r, launch_r, ev.batch, cand.dp))
+        chosen = ev.disaggregated.get("prefill_layout")
+        if chosen:  # the prefill instances' own lines
+            opt = role_cache[(gpu.key, engine, kv, chosen["tp"], chosen["pp"], chosen["dp"],
+                              chosen["ep"])]
+            assert isinstance(opt, PrefillOption)
+            ev = replace(ev, disaggregated={**ev.disaggregated,
+                                            "prefill_launch": launch_commands(opt.fit)})
         r = replace(r, notes=tuple(notes))
         # the lines' sequence count is the deployment's: each DP rank runs the planned batch
         launch = launch_commands(launch_r, ev.batch * cand.dp) if ev.batch else {}
@@ -256,6 +268,34 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                       tuple(skipped), tuple(assumptions(sc, outcomes, model)), tuple(warnings), seed,
                       len(w.trace) if w.trace is not None else samples, model.assumptions,
                       model.standard_attention_assumed, simulation)
+
+
+def _prefill_options(sc: Scenario, cand: Candidate, req: FitRequest, moe: bool, cache: dict,
+                     eff: Efficiency) -> tuple[list[PrefillOption], list[str]]:
+    """The disaggregated prefill role's layouts for one decode candidate, each planned on the
+    same GPU, engine and KV format (once per layout: ``cache``), and a note per layout the
+    engine refuses."""
+    out, refused = [], []
+    for tp, pp, dp, ep in sc.extras.prefill_layouts or ():
+        tp, pp = tp or cand.tp, pp or cand.pp
+        for e in dict.fromkeys(((1, tp * dp) if moe else (1,)) if ep == 0 else (ep,)):
+            key = (cand.gpu.key, cand.engine, cand.kv_dtype, tp, pp, dp, e)
+            if key not in cache:
+                if moe and dp > 1 and tp * dp > sc.hardware.gpus_per_node:
+                    cache[key] = (f"its MoE layers' tp x dp = {tp * dp} GPUs span nodes of "
+                                  f"{sc.hardware.gpus_per_node}")
+                else:
+                    try:
+                        pr = plan_fit(replace(req, tp=tp, pp=pp, dp=dp, ep=e, dcp=1))
+                        cache[key] = PrefillOption(pr, step_model(pr, eff))
+                    except KvplanError as err:
+                        cache[key] = _scenario_words(err.detail)
+            v = cache[key]
+            if isinstance(v, PrefillOption):
+                out.append(v)
+            else:
+                refused.append(f"prefill layout {layout_words(tp, pp, dp, e)} not planned: {v}")
+    return out, refused
 
 
 def candidates(s, gpus: list[GpuSpec], moe: bool) -> list[Candidate]:
@@ -372,6 +412,13 @@ def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = Non
         out.append("Disaggregated: prefill instances send each request's KV (each rank its shard, "
                    "in parallel) over the link; TTFT includes the transfer; decode replicas "
                    "serve batch / (mean output x TPOT) requests per second.")
+        if sc.extras.prefill_layouts:
+            out.append("Prefill role: the prefill instances take their own layout (the "
+                       "disaggregated.prefill candidates, planned on the same GPU, engine and KV "
+                       "format; each must hold one max_model_len prompt): the one with the fewest "
+                       "GPU-seconds per request (mean prefill x GPUs / DP ranks) whose TTFT meets "
+                       "the SLO; each role runs on nodes of its own. The KV transfer time is the "
+                       "decode GPU's share of a request over the link.")
     if sc.extras.preemption:
         out.append("Preemption: an evicted request at the mean decode context is rebuilt by a "
                    "prefill of its tokens (recompute) or copied back over PCIe (swap).")

@@ -40,6 +40,19 @@ class Fleet:
 
 
 @dataclass(frozen=True)
+class PrefillOption:
+    """A layout the prefill instances of a disaggregated plan may take (its own plan and step
+    model on the same GPU, engine and KV format as the decode replicas)."""
+
+    fit: FitResult
+    step: StepModel
+
+    @property
+    def gpus(self) -> int:
+        return self.fit.request.gpus
+
+
+@dataclass(frozen=True)
 class Evaluation:
     fits: bool
     meets_slo: bool
@@ -255,11 +268,45 @@ def _slots(gpus_per_node: int, nodes: int, per_replica: int) -> int:
     return nodes * gpus_per_node // per_replica
 
 
+def _nodes_for(count: int, size: int, gpus_per_node: int) -> int:
+    """Whole nodes ``count`` instances of ``size`` GPUs take on nodes of their own."""
+    if size <= gpus_per_node:
+        return math.ceil(count / (gpus_per_node // size))
+    return math.ceil(count * size / gpus_per_node)
+
+
+def _pick_prefill(options: list[PrefillOption], a: RequestArrays, w: Workload, q: float,
+                  slo: Slo, extra_arr) -> tuple[PrefillOption, np.ndarray, list[dict]]:
+    """The prefill layout of a disaggregated plan: among the options that fit, the fewest
+    GPU-seconds per request (mean prefill x GPUs / DP ranks) whose TTFT at the percentile
+    (with the transfer and host time ``extra_arr``) meets the SLO; else the fastest TTFT."""
+    rows = []
+    for o in options:
+        pr = o.fit
+        p_tok = prefill_token_array(a, w, pr.block_size_tokens)
+        arr = np.asarray(prefill_s(o.step, p_tok, pr.max_num_batched_tokens, a.context - p_tok),
+                         dtype=np.float64)
+        ttft = nearest_rank(arr + extra_arr, q)
+        mean = float(arr.mean())
+        rows.append((o, arr, {
+            "tp": pr.request.tp, "pp": pr.request.pp, "dp": pr.request.dp, "ep": pr.request.ep,
+            "gpus_per_instance": o.gpus, "mean_prefill_s": mean, "ttft_s": ttft,
+            "gpu_seconds_per_request": mean * o.gpus / pr.request.dp,
+            "meets_ttft": slo.ttft_s is None or ttft <= slo.ttft_s}))
+    best = min(rows, key=lambda x: (not x[2]["meets_ttft"],
+                                    x[2]["gpu_seconds_per_request"] if x[2]["meets_ttft"]
+                                    else x[2]["ttft_s"]))
+    return best[0], best[1], [x[2] for x in rows]
+
+
 def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, slo: Slo,
              fleet: Fleet, extras: Extras, lookahead: int = 0,
-             arrays: RequestArrays | None = None) -> Evaluation:
+             arrays: RequestArrays | None = None,
+             prefill: list[PrefillOption] | None = None) -> Evaluation:
     """``arrays``: ``RequestArrays.of(requests)``, passed in when many candidates share the
-    workload (each then costs numpy passes over the requests and one call per distinct length)."""
+    workload (each then costs numpy passes over the requests and one call per distinct length).
+    ``prefill``: a disaggregated plan's prefill layouts (``_pick_prefill`` chooses; None: the
+    decode replicas' own layout)."""
     a = arrays if arrays is not None else RequestArrays.of(requests)
     block, q = r.block_size_tokens, slo.percentile
     reasons: list[str] = []
@@ -324,15 +371,26 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
 
     sb = _seq_bytes(r)
     transfer = None
-    ttft_arr = pre_arr
+    extra_arr = np.zeros(len(a.context))
     if disagg:
         inverse, values = _by_distinct(a.context, lambda n: sb[n])
         transfer_arr = np.array(values, dtype=np.float64)[inverse] / disagg
         transfer = transfer_arr.tolist()
-        ttft_arr = pre_arr + transfer_arr
+        extra_arr = extra_arr + transfer_arr
     if sm.efficiency.host_ttft_s or sm.efficiency.host_ttft_per_prompt_token_s:
         # the host's share (API server, tokeniser; calibrated) is not GPU time: TTFT only
-        ttft_arr = ttft_arr + np.asarray(host_ttft_s(sm, a.new), dtype=np.float64)
+        extra_arr = extra_arr + np.asarray(host_ttft_s(sm, a.new), dtype=np.float64)
+    role: PrefillOption | None = None
+    role_rows: list[dict] = []
+    usable = [o for o in prefill or () if o.fit.fits]
+    if disagg and prefill is not None and not usable:
+        reasons.append("no prefill layout fits one max_model_len prompt")
+        fits = False
+        batch = 0
+    elif disagg and usable:
+        role, pre_arr, role_rows = _pick_prefill(usable, a, w, q, slo, extra_arr)
+        mean_pre = float(pre_arr.mean())
+    ttft_arr = pre_arr + extra_arr
     ttft = nearest_rank(ttft_arr, q)
     if slo.ttft_s is not None and ttft > slo.ttft_s:
         reasons.append(f"TTFT p{q:g} {ttft:.3f} s over the {slo.ttft_s:g} s limit")
@@ -361,24 +419,37 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         rate = w.request_rate_per_s or 0.0
         need = math.ceil(rate / rps - 1e-12) if rps else 0
     need = max(need, 1) if batch else 0
-    # a prefill instance has the replica's layout: its dp ranks prefill one prompt each
-    pre_need = max(math.ceil(rate * mean_pre / ranks - 1e-12), 1) if disagg and batch else 0
+    # a prefill instance has the replica's layout (or the prefill role's): each of its dp
+    # ranks prefills one prompt at a time
+    pre_ranks = role.fit.request.dp if role else ranks
+    pre_gpus = role.gpus if role else tp_pp
+    pre_need = max(math.ceil(rate * mean_pre / pre_ranks - 1e-12), 1) if disagg and batch else 0
 
     meets_rate = bool(batch)
     if r.request.tp > fleet.gpus_per_node:
         reasons.append(f"tp {r.request.tp} spans nodes of {fleet.gpus_per_node} GPUs")
         meets_rate = False
 
-    want_gpus = (need + pre_need) * tp_pp
-    if fleet.nodes is not None:
+    want_gpus = need * tp_pp + pre_need * pre_gpus
+    if role:  # each role on nodes of its own
+        nodes_needed = _nodes_for(need, tp_pp, fleet.gpus_per_node) + _nodes_for(
+            pre_need, pre_gpus, fleet.gpus_per_node)
+        nodes = fleet.nodes if fleet.nodes is not None else max(nodes_needed, 1)
+        if batch and nodes_needed > nodes:
+            reasons.append(f"needs {want_gpus} GPUs ({need} x {tp_pp} decode + {pre_need} x "
+                           f"{pre_gpus} prefill) on {nodes_needed} nodes, the fleet has {nodes}")
+            meets_rate = False
+        slots = need + pre_need
+    elif fleet.nodes is not None:
         nodes = fleet.nodes
     elif tp_pp <= fleet.gpus_per_node:
         nodes = max(math.ceil((need + pre_need) / (fleet.gpus_per_node // tp_pp)), 1)
     else:
         nodes = max(math.ceil((need + pre_need) * tp_pp / fleet.gpus_per_node), 1)
     gpus = nodes * fleet.gpus_per_node
-    slots = _slots(fleet.gpus_per_node, nodes, tp_pp)
-    if batch and slots < need + pre_need:
+    if not role:
+        slots = _slots(fleet.gpus_per_node, nodes, tp_pp)
+    if batch and not role and slots < need + pre_need:
         reasons.append(f"needs {want_gpus} GPUs ({need + pre_need} x {tp_pp}), the fleet has {gpus}")
         meets_rate = False
     replicas = min(need, slots) if disagg else slots
@@ -392,8 +463,9 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
             headroom = 1 - rate / (need * rps)
             fleet_headroom = 1 - rate / (replicas * rps)
         if disagg and mean_pre > 0:
-            headroom = min(headroom, 1 - rate * mean_pre / (pre_need * ranks))
-            fleet_headroom = min(fleet_headroom, 1 - rate * mean_pre / (max(pre_inst, 1) * ranks))
+            headroom = min(headroom, 1 - rate * mean_pre / (pre_need * pre_ranks))
+            fleet_headroom = min(fleet_headroom,
+                                 1 - rate * mean_pre / (max(pre_inst, 1) * pre_ranks))
     hourly = gpus * fleet.price_usd_per_gpu_hour
     mean_in = int(a.context.sum()) / len(requests)
     usd_out = usd_all = usd_req = None
@@ -420,7 +492,15 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         ev = replace(ev, time_to_first_answer_token_s=nearest_rank(
             ttft_arr + a.thinking * tpot_mean, q),
             usd_per_million_answer_tokens=usd_req / answer * 1e6 if usd_req and answer else None)
-    return _with_extras(ev, r, sm, requests, extras, sb, q, decode_ctx, transfer)
+    ev = _with_extras(ev, r, sm, requests, extras, sb, q, decode_ctx, transfer)
+    if role is not None:
+        chosen = next(x for x in role_rows if (x["tp"], x["pp"], x["dp"], x["ep"]) == (
+            role.fit.request.tp, role.fit.request.pp, role.fit.request.dp, role.fit.request.ep))
+        ev = replace(ev, disaggregated={**ev.disaggregated, "prefill_layout": chosen,
+                                        "prefill_options": role_rows,
+                                        "prefill_gpus": pre_need * pre_gpus,
+                                        "decode_gpus": need * tp_pp})
+    return ev
 
 
 def _tier(t: Tier, mean_bytes: float, at_pct_bytes: int) -> dict:

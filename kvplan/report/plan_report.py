@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 
+from ..core.parallel import layout_words
 from ..core.text import printable
 from ..core.units import GiB
 from ..planning.scenario import Outcome, PlanReport
@@ -177,9 +178,20 @@ def detail_lines(o: Outcome) -> list[str]:
         out.append(f"Disaggregated: KV transfer {d['kv_transfer_s_mean'] * 1e3:.1f} ms per request "
                    f"(mean; {d['kv_transfer_s_at_percentile'] * 1e3:.1f} ms at the percentile) at "
                    f"{d['link_bandwidth_bytes_per_s'] / 1e9:g} GB/s; {d['prefill_instances_needed']} "
-                   f"prefill instance(s) needed, {d['decode_replicas']} decode replica(s)")
+                   f"prefill instance(s) needed, {d['decode_replicas']} decode replica(s)"
+                   + (f"; prefill layout {_role_words(d['prefill_layout'])} "
+                      f"({d['prefill_layout']['mean_prefill_s']:.3f} s mean prefill, "
+                      f"{d['prefill_gpus']} prefill + {d['decode_gpus']} decode GPUs)"
+                      if d.get("prefill_layout") else ""))
+        for name, cmd in (d.get("prefill_launch") or {}).items():
+            if name == o.fit.layout.name:
+                out.append(f"Prefill instances: {cmd}")
     out += [f"Note: {n}" for n in r.notes]
     return out
+
+
+def _role_words(x: dict) -> str:
+    return layout_words(x["tp"], x["pp"], x["dp"], x["ep"])
 
 
 def launch_line(o: Outcome) -> str:
