@@ -113,9 +113,13 @@ def test_llama_8b_h200_row_by_hand():
 
 def test_aic_rows_and_problems():
     runs, problems = read_benchmarks(FIX / "aic_sample.csv")
-    assert [r.model for r in runs] == ["meta-llama/Llama-3.1-70B", "MiniMaxAI/MiniMax-M2.5",
-                                       "Qwen/Qwen3-32B", "deepseek-ai/DeepSeek-R1"]
-    r1 = runs[3]  # attention DP 8 x EP 8 (tp_size 1): 64 users, batch_size 8 per DP rank
+    assert [r.model for r in runs] == ["meta-llama/Llama-3.1-70B", "moonshotai/Kimi-K2.5",
+                                       "MiniMaxAI/MiniMax-M2.5", "Qwen/Qwen3-32B",
+                                       "deepseek-ai/DeepSeek-R1"]
+    kimi = runs[1]  # disaggregated: 1 prefill worker (dp 4 x tp 1, ep 4), 4 decode (tp 8, ep 8)
+    assert kimi.disaggregated and kimi.prefill == (1, 1, 4, 4)
+    assert (kimi.prefill_workers, kimi.decode_workers, kimi.tp, kimi.dp, kimi.ep) == (1, 4, 8, 1, 8)
+    r1 = runs[4]  # attention DP 8 x EP 8 (tp_size 1): 64 users, batch_size 8 per DP rank
     assert (r1.tp, r1.dp, r1.ep, r1.concurrency, r1.engine) == (1, 8, 8, 64, "trtllm")
     llama = runs[0]
     assert (llama.gpu, llama.engine, llama.tp, llama.weight_dtype) == ("h200-sxm", "vllm", 1, "fp8")
@@ -127,8 +131,8 @@ def test_aic_rows_and_problems():
         8 * 8192 / (0.2473047496867366 + 8191 * 0.0240974342786796))
     assert any("KV-cache dtype" in a for a in llama.assumptions)
     fields = sorted(p.field for p in problems)
-    assert fields == ["mode", "tp_size"]  # disaggregated; 64 GPUs over more than one node
-    assert all(":3" in p.source or ":4" in p.source for p in problems)  # rows 3 and 4
+    assert fields == ["tp_size"]  # 64 GPUs over more than one node
+    assert all(":4" in p.source for p in problems)
 
 
 def test_vllm_json_with_metadata(tmp_path):
@@ -410,3 +414,41 @@ def test_rows_without_times_are_not_fitted(tmp_path):
     p.write_text("\n".join(lines) + "\n")
     r = kvplan("calibrate", "--from-benchmarks", str(p), "--out", str(tmp_path / "c"))
     assert r.returncode == 2 and "enough measured rows" in r.stderr
+
+
+def test_disaggregated_row_by_hand():
+    from kvplan.core.perf import Efficiency
+    from kvplan.planning.bench_predict import predict_detail
+
+    runs, _ = read_benchmarks(FIX / "aic_sample.csv")
+    (t,), problems = row_terms([runs[1]])
+    assert problems == []
+    e = Efficiency()  # the roofline: no host time, no start-up share
+    lt, d = predict_detail(t, e)
+    # 4 users over 4 decode workers of one DP rank: 1 each; 1 prefill worker of 4 DP ranks
+    assert (d["slots"], d["prefill_ranks"], d["prefill_chunks"]) == (1, 4, 1)
+    # the KV of a 1,024-token prompt on a decode GPU: Kimi-K2.5's MLA latent (512 + 64) x 2 B
+    # x 61 layers, replicated on its TP 8; over GB200's NVLink (900 GB/s x 0.7)
+    assert d["kv_transfer_bytes"] == 1024 * 576 * 2 * 61 == 71_958_528
+    assert d["kv_transfer_s"] == pytest.approx(71_958_528 / (900e9 * e.interconnect))
+    # the steady state: TTFT = prefill + M/D/1 wait + transfer, at the users' rate
+    cycle = lt.ttft_s + 1023 * lt.tpot_s
+    rho = 4 / cycle / 4 * d["prefill_s"]
+    assert d["prefill_utilisation"] == pytest.approx(rho, rel=1e-6)
+    wait = rho / (2 * (1 - rho)) * d["prefill_s"]
+    assert lt.ttft_s == pytest.approx(d["prefill_s"] + wait + d["kv_transfer_s"], rel=1e-6)
+    assert lt.output_tokens_per_s == pytest.approx(4 * 1024 / cycle)
+    # a decode rank holds its one user for 1,023 of every cycle's steps: batch 1 (at least one)
+    assert d["decode_batch"] == 1.0
+
+
+def test_disaggregated_row_without_worker_counts(tmp_path):
+    src = (FIX / "aic_sample.csv").read_text().splitlines()
+    head = src[0].split(",")
+    row = src[2].split(",")
+    row[head.index("decode_num_workers")] = ""
+    p = tmp_path / "s.csv"
+    p.write_text("\n".join([src[0], ",".join(row)]) + "\n")
+    runs, problems = read_benchmarks(p)
+    assert runs == [] and [x.field for x in problems] == ["decode_num_workers"]
+    assert "does not record how many workers" in problems[0].message

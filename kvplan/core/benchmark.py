@@ -38,6 +38,16 @@ class MeasuredRun:
     tolerance: float | None = None  # |error| allowed on each measured value (None: report only)
     group: str = ""  # one measured sweep (source file, workflow run, config): the split unit
     assumptions: tuple[str, ...] = ()
+    #: disaggregated serving: tp / pp / dp / ep above are the decode workers' layout, of which
+    #: there are ``decode_workers``; ``prefill`` is the prefill workers' (tp, pp, dp, ep) and
+    #: ``prefill_workers`` their count (None: aggregated serving)
+    prefill: tuple[int, int, int, int] | None = None
+    prefill_workers: int = 0
+    decode_workers: int = 1
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill is not None
 
     @property
     def family(self) -> str:

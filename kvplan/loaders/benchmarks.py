@@ -97,19 +97,41 @@ def _engine(value, field: str) -> str:
     return e
 
 
+DISAGG_NOTE = ("disaggregated: the prefill workers send each prompt's KV to a decode worker "
+               "at the GPU's NVLink bandwidth within an NVL72 rack (GB200, GB300), else at 50 "
+               "GB/s per GPU (one 400 Gb/s NIC per GPU, as HGX nodes ship)")
+
 #: GPUs one NVLink domain of each AIConfigurator system holds: an HGX board of 8, GB200's
 #: NVL72 rack of 72; wider deployments cross nodes over slower links
 NVLINK_DOMAIN_GPUS = {"gb200": 72}
 HGX_GPUS = 8
 
 
-def _aic_row(r: dict, where: str) -> MeasuredRun:
-    if r.get("mode") != "agg":
-        raise _Bad("mode", f"{r.get('mode')!r}: only aggregated serving (mode agg) is "
-                   "re-predicted; disaggregated prefill/decode workers are not modelled yet")
+def _layout(r: dict, prefix: str, system: str) -> tuple[int, int, int, int]:
+    """(tp, pp, dp, ep) of the ``prefix`` columns (``""``, ``prefill_`` or ``decode_``),
+    checked: one placement of the stage's GPUs, within one NVLink domain."""
     def degree(key: str) -> int:  # AIConfigurator writes 0 or nothing for "not used"
-        value = (r.get(key) or "").strip()
-        return 1 if value in ("", "0") else _positive_int(value, key)
+        value = (r.get(prefix + key) or "").strip()
+        return 1 if value in ("", "0") else _positive_int(value, prefix + key)
+    tp = _positive_int(r.get(prefix + "tp_size"), prefix + "tp_size")
+    dp, ep, moe_tp = degree("attention_dp_size"), degree("moe_ep_size"), degree("moe_tp_size")
+    if ep > 1 and moe_tp * ep != tp * dp:
+        raise _Bad(prefix + "moe_tp_size", f"moe_tp_size x moe_ep_size = {moe_tp * ep} is not "
+                   f"tp_size x attention_dp_size = {tp * dp}: not one placement of the stage's "
+                   "GPUs")
+    pp = _positive_int(r.get(prefix + "pp_size") or 1, prefix + "pp_size")
+    domain = NVLINK_DOMAIN_GPUS.get(system, HGX_GPUS)
+    if tp * dp * pp > domain:
+        raise _Bad(prefix + "tp_size", f"{tp * dp * pp} GPUs (tp {tp} x attention_dp {dp} x pp "
+                   f"{pp}): deployments over more than one {domain}-GPU NVLink domain are not "
+                   "modelled (inter-node links)")
+    return tp, pp, dp, ep
+
+
+def _aic_row(r: dict, where: str) -> MeasuredRun:
+    mode = r.get("mode")
+    if mode not in ("agg", "disagg"):
+        raise _Bad("mode", f"{mode!r}: not agg or disagg")
     system = (r.get("system") or "").strip()
     if system not in AIC_SYSTEMS:
         raise _Bad("system", f"unknown GPU {system!r} (kvplan knows "
@@ -136,17 +158,19 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
     conc = re.search(r"silicon_concurrency=(\d+)", source)
     concurrency = _positive_int(conc.group(1) if conc else r.get("batch_size"), "batch_size")
     sweep = re.search(r"(workflow_run_id=\d+|source_file=[^;]+)", source)
-    tp = _positive_int(r.get("tp_size"), "tp_size")
-    dp, ep, moe_tp = degree("attention_dp_size"), degree("moe_ep_size"), degree("moe_tp_size")
-    if ep > 1 and moe_tp * ep != tp * dp:
-        raise _Bad("moe_tp_size", f"moe_tp_size x moe_ep_size = {moe_tp * ep} is not tp_size x "
-                   f"attention_dp_size = {tp * dp}: not one placement of the stage's GPUs")
-    pp = _positive_int(r.get("pp_size") or 1, "pp_size")
-    domain = NVLINK_DOMAIN_GPUS.get(system, HGX_GPUS)
-    if tp * dp * pp > domain:
-        raise _Bad("tp_size", f"{tp * dp * pp} GPUs (tp {tp} x attention_dp {dp} x pp {pp}): "
-                   f"deployments over more than one {domain}-GPU NVLink domain are not modelled "
-                   "(inter-node links)")
+    prefill, workers = None, (0, 1)
+    if mode == "disagg":
+        tp, pp, dp, ep = _layout(r, "decode_", system)
+        prefill = _layout(r, "prefill_", system)
+        for key in ("prefill_num_workers", "decode_num_workers"):
+            if not (r.get(key) or "").strip():
+                raise _Bad(key, "missing: the row does not record how many workers of each role "
+                           "served its users, which decides each worker's load")
+        workers = (_positive_int(r.get("prefill_num_workers"), "prefill_num_workers"),
+                   _positive_int(r.get("decode_num_workers"), "decode_num_workers"))
+        assumptions.append(DISAGG_NOTE)
+    else:
+        tp, pp, dp, ep = _layout(r, "", system)
     isl = _positive_int(r.get("isl"), "isl")
     osl = _positive_int(r.get("osl"), "osl")
     ttft = _positive(r.get("silicon_ttft_ms"), "silicon_ttft_ms", 1e-3)
@@ -159,8 +183,10 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
         output_tokens_per_s=concurrency * osl / (ttft + (osl - 1) * tpot),
         throughput_derived=True,
         group=_group(sweep.group(1) if sweep else source, model, system, str(r.get("backend")),
-                     str(tp), quant, *((f"dp{dp}", f"ep{ep}") if dp > 1 or ep > 1 else ())),
-        assumptions=tuple(assumptions))
+                     str(tp), quant, *((f"dp{dp}", f"ep{ep}") if dp > 1 or ep > 1 else ()),
+                     *(("disagg", *map(str, prefill)) if prefill else ())),
+        assumptions=tuple(assumptions), prefill=prefill, prefill_workers=workers[0],
+        decode_workers=workers[1])
 
 
 def _kvplan_row(r: dict, where: str) -> MeasuredRun:

@@ -28,6 +28,10 @@ class RowTerms:
     mixed: StepTerms
     burst: StepTerms
     capacity: int  # sequences the KV pool holds at this row's context
+    #: disaggregated rows: the prefill workers' plan and step model, one chunk's step terms,
+    #: the chunks of a prompt, and the KV bytes a decode GPU receives per request
+    prefill: tuple[FitResult, StepModel, StepTerms, int] | None = None
+    transfer_bytes: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -129,6 +133,15 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
             problems.append(RowProblem(run.source, "deployment", f"{r.verdict} (kvplan's plan "
                                        "of this deployment holds no sequence; the run did)"))
             continue
+        if run.prefill is not None:
+            try:
+                pre = _prefill_terms(planner, run, longest[k])
+            except KvplanError as e:
+                problems.append(RowProblem(run.source, "prefill_" + (e.field or "tp_size"),
+                                           f"prefill workers: {e.detail}"))
+                continue
+            out.append(_disagg_terms(run, r, sm, pre))
+            continue
         # the pool holds sequences at their mean context: the engine admits a request while
         # blocks are free, and running sequences are on average half-way through their output
         mean_ctx = run.prompt_tokens + (run.output_tokens + 1) // 2
@@ -150,12 +163,102 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
     return out, problems
 
 
+def _prefill_terms(planner: _Planner, run: MeasuredRun, context: int
+                   ) -> tuple[FitResult, StepModel, StepTerms, int]:
+    """The prefill workers of a disaggregated row: their plan, and one step of a prompt's
+    prefill (a chunk of up to max_num_batched_tokens, one prompt per DP rank)."""
+    tp, pp, dp, ep = run.prefill  # type: ignore[misc]
+    pr, psm = planner.plan(replace(run, tp=tp, pp=pp, dp=dp, ep=ep, prefill=None), context)
+    budget = pr.max_num_batched_tokens
+    chunk = min(run.prompt_tokens, budget)
+    chunks = -(-run.prompt_tokens // budget)
+    terms = step_terms(psm, 0, 0, chunk, _prefill_attn_per_token(psm, run.prompt_tokens))
+    return pr, psm, terms, chunks
+
+
+def _disagg_terms(run: MeasuredRun, r: FitResult, sm: StepModel, pre) -> RowTerms:
+    from .fit_pools import concurrency_at, stage_bytes_fn
+
+    mean_ctx = run.prompt_tokens + (run.output_tokens + 1) // 2
+    cap = concurrency_at(r, mean_ctx)
+    users = -(-(run.concurrency or 1) // (run.decode_workers * run.dp))
+    slots = min(users, cap, r.max_num_seqs)
+    shape = loop_shape(users, slots, run.prompt_tokens, run.output_tokens,
+                       r.max_num_batched_tokens, run.num_prompts)
+    fp = r.footprint
+    kv = max(stage_bytes_fn(fp, None, s, run.pp)(run.prompt_tokens) for s in range(run.pp))
+    dec = step_terms(sm, shape.slots, run.prompt_tokens + run.output_tokens / 2)
+    return RowTerms(run, r, sm, shape, dec, dec, pre[2], cap, pre, kv)
+
+
+#: the KV link of a disaggregated row off an NVL72 rack: one 400 Gb/s NIC per GPU
+SCALE_OUT_BYTES_PER_S = 50e9
+NVL72_GPUS = ("gb200", "gb300")
+
+
+def _disagg_detail(t: RowTerms, e: Efficiency) -> tuple[LoopTimes, dict]:
+    """A disaggregated row: ``prefill_workers`` x prefill DP ranks prefill one prompt at a
+    time each (an M/D/1 queue at the rate the users' cycles send), the KV goes to a decode
+    GPU over the link (``DISAGG_NOTE``), and each decode DP rank decodes the users it holds:
+    users x (output - 1) x TPOT / cycle of them on average (at most its slots); users beyond
+    the slots wait for one. Solved by fixed-point iteration on the cycle; the start-up wave
+    (every user at once) is weighed in as for an aggregated row."""
+    from ..core.serving import RHO_CAP
+
+    run, s = t.run, t.shape
+    pr, psm, pterms, chunks = t.prefill  # type: ignore[misc]
+    prefill_s = psm.pp * chunks * step_time(psm, pterms, e).seconds
+    gpu = t.plan.request.gpu
+    link = (gpu.interconnect_bandwidth_bytes_per_s_per_direction if gpu.key in NVL72_GPUS
+            else SCALE_OUT_BYTES_PER_S) * e.interconnect
+    transfer = t.transfer_bytes / link
+    host = e.host_ttft_s + e.host_ttft_per_prompt_token_s * run.prompt_tokens
+    users, slots = s.users, s.slots
+    ranks_p = run.prefill_workers * pr.request.dp
+    decode_ctx = run.prompt_tokens + run.output_tokens / 2
+    steps = max(run.output_tokens - 1, 0)
+    b = float(slots)
+    ttft = host + prefill_s + transfer
+    tpot = wait = slot_wait = rho = 0.0
+    for _ in range(60):
+        tpot = t.step.pp * step_time(t.step, step_terms(t.step, b, decode_ctx), e).seconds
+        cycle = ttft + steps * tpot
+        rate = (run.concurrency or 1) / cycle  # requests/s of the whole deployment
+        rho = min(rate / ranks_p * prefill_s, RHO_CAP)
+        wait = rho / (2 * (1 - rho)) * prefill_s
+        slot_wait = max(users / slots - 1, 0) * (steps * tpot + prefill_s)
+        new_ttft = host + prefill_s + wait + transfer + slot_wait
+        b_new = min(float(slots), users * steps * tpot / max(new_ttft + steps * tpot, 1e-12))
+        if abs(new_ttft - ttft) < 1e-9 and abs(b_new - b) < 1e-9:
+            ttft, b = new_ttft, b_new
+            break
+        ttft, b = new_ttft, max(b_new, 1.0)
+    # every user starts at once: the first wave's prompts queue at the prefill ranks, mean
+    # (users / ranks + 1) / 2 prefills, weighed like an aggregated row's (startup_share)
+    share = e.startup_share if s.startup_share is None else s.startup_share
+    wave = host + ((run.concurrency or 1) / ranks_p + 1) / 2 * prefill_s + transfer
+    ttft = (1 - share) * ttft + share * wave
+    tokens_s = (run.concurrency or 1) * run.output_tokens / (ttft + steps * tpot)
+    lt = LoopTimes(ttft, tpot, tokens_s, wait + slot_wait, rho >= RHO_CAP)
+    detail = {"slots": slots, "kv_pool_capacity_sequences": t.capacity,
+              "max_num_seqs": t.plan.max_num_seqs, "decode_batch": b,
+              "decode_step_s": tpot / t.step.pp, "prefill_s": prefill_s,
+              "prefill_chunks": chunks, "prefill_ranks": ranks_p,
+              "prefill_utilisation": rho, "kv_transfer_bytes": t.transfer_bytes,
+              "kv_transfer_s": transfer, "host_ttft_s": host, "queue_s": wait + slot_wait,
+              "startup_share": float(share), "startup_share_recorded": s.startup_share is not None,
+              "prefill_queue_saturated": rho >= RHO_CAP}
+    return lt, detail
+
+
 def predict(t: RowTerms, e: Efficiency) -> LoopTimes:
     return predict_detail(t, e)[0]
 
 
 def predict_detail(t: RowTerms, e: Efficiency) -> tuple[LoopTimes, dict]:
     """The row's times and every intermediate a reader needs to re-derive them."""
+    if t.prefill is not None:
+        return _disagg_detail(t, e)
     pp = t.step.pp
     decode_s = pp * step_time(t.step, t.decode, e).seconds
     mixed_s = pp * step_time(t.step, t.mixed, e).seconds

@@ -53,7 +53,10 @@ def stats(errors: list[float]) -> Stats | None:
 
 
 def layout_label(run) -> str:
-    """``tp 8`` for tensor parallelism alone; ``dp 8 x tp 1, ep 8`` with attention DP / EP."""
+    """``tp 8`` for tensor parallelism alone; ``dp 8 x tp 1, ep 8`` with attention DP / EP;
+    ``disagg`` for disaggregated rows (their layouts vary within a sweep)."""
+    if run.disaggregated:
+        return "disagg"
     if run.dp == 1 and run.ep == 1:
         return f"tp {run.tp}"
     return f"dp {run.dp} x tp {run.tp}, ep {run.ep}"
@@ -139,4 +142,8 @@ def validate_benchmarks(paths: list[Path], meta: dict[str, str] | None = None,
     if saturated:
         assumptions.append(f"{saturated:,} rows saturate the prefill queue (utilisation capped "
                            "at 0.95 in the M/D/1 wait): their TTFT is a floor")
+    if any(r.run.disaggregated for r in results):
+        assumptions.append("disaggregated rows: each prefill DP rank prefills one prompt at a "
+                           "time in chunks of its max_num_batched_tokens (an M/D/1 queue at the "
+                           "users' rate, and the start-up wave); the decode ranks never prefill")
     return Report(results, problems + more, [str(p) for p in paths], assumptions)

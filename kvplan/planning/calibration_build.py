@@ -74,9 +74,9 @@ def calibrate(paths: list[Path], *, source: str, date: str, meta: dict[str, str]
 
     runs, problems = read_all(paths, meta)
     terms, more = row_terms(runs)
-    # rows with attention DP or EP are never fitted: `kvplan validate --by layout` judges the
-    # calibrations on them as rows no fit has seen
-    terms = [t for t in terms if t.run.dp == 1 and t.run.ep == 1]
+    # rows with attention DP or EP, and disaggregated rows, are never fitted: `kvplan
+    # validate --by layout` judges the calibrations on them as rows no fit has seen
+    terms = [t for t in terms if t.run.dp == 1 and t.run.ep == 1 and not t.run.disaggregated]
     read_problems = len(problems)
     problems += more
     by_key: dict[tuple[str, str], list[RowTerms]] = {}
