@@ -49,6 +49,10 @@ class GpuSpec:
     driver_total_note: str = ""
     sources: dict[str, str] = field(default_factory=dict, hash=False)
     efficiency: dict[str, object] = field(default_factory=dict, hash=False)  # YAML overrides
+    nvlink_domain_gpus: int | None = None  # GPUs the interconnect joins (None: not stated)
+    #: per-GPU link between NVLink domains (None: not stated, wider groups are refused)
+    scale_out_bandwidth_bytes_per_s_per_direction: int | None = None
+    scale_out_kind: str = ""
     source: str = ""  # the file it was read from
 
     def runs_natively(self, fmt: KvFormat) -> bool:

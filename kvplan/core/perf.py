@@ -118,6 +118,31 @@ class StepModel:
     #: ``dcp_bytes_per_token`` (all the stage's layers) per token of the step
     dcp_layers: int = 0
     dcp_bytes_per_token: float = 0.0
+    #: GPUs one NVLink domain joins (0: no limit stated) and the per-GPU link between domains:
+    #: a collective over more GPUs than a domain crosses it (``cross_domain_factor``)
+    domain_gpus: int = 0
+    scale_out_bytes_per_s: float = 0.0
+
+
+def cross_domain_factor(m: StepModel, group: int, all_to_all: bool) -> float:
+    """How much longer a collective's bytes take over ``group`` GPUs than a ring over NVLink
+    alone would (1 within one domain of D GPUs). An all-reduce (TP) over N = group / D domains
+    runs hierarchically (NCCL): 2 (D - 1) / D of the message over NVLink and 2 (N - 1) / N of
+    a 1/D share over each GPU's NIC, against the flat ring's 2 (G - 1) / G over NVLink. An
+    all-to-all (MoE dispatch / combine) sends (G - D) / G of a GPU's bytes to other domains
+    over its NIC, the rest over NVLink. H200 (450 GB/s NVLink, 50 GB/s NIC), G = 16: the
+    all-reduce (1.75 / 450 + 0.125 / 50) / (1.875 / 450) = 1.53; the all-to-all 1/2 + 1/2 x 9
+    = 5."""
+    d = m.domain_gpus
+    if not d or group <= d:
+        return 1.0
+    ratio = m.link_bytes_per_s / m.scale_out_bytes_per_s
+    if all_to_all:
+        cross = (group - d) / group
+        return (1 - cross) + cross * ratio
+    n = group / d
+    flat = 2 * (group - 1) / group
+    return (2 * (d - 1) / d + 2 * (n - 1) / n / d * ratio) / flat
 
 
 def kv_read_bytes(m: StepModel, n):
@@ -147,7 +172,8 @@ def allreduce_s(m: StepModel, tokens):
         return 0.0 * tokens
     message = tokens * m.hidden_size * m.activation_bytes_per_element
     bw = m.link_bytes_per_s * m.efficiency.interconnect
-    per_call = m.efficiency.allreduce_latency_s + 2 * (m.tp - 1) / m.tp * message / bw
+    per_call = m.efficiency.allreduce_latency_s + 2 * (m.tp - 1) / m.tp * message / bw \
+        * cross_domain_factor(m, m.tp, False)
     return 2 * m.layers * per_call
 
 
@@ -208,12 +234,14 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
     moe_tokens = tokens * m.dp  # every DP rank's tokens meet in each MoE layer
     calls = 0.0 if m.tp == 1 else 2.0 * m.layers
     ring = 0.0 if m.tp == 1 else 2 * (m.tp - 1) / m.tp
-    comm_bytes = calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element
+    comm_bytes = calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element \
+        * cross_domain_factor(m, m.tp, False)
     if m.dp > 1:  # dispatch (all-gather) and combine (reduce-scatter) over the tp x dp GPUs
         group = m.tp * m.dp
         calls = calls + 2.0 * m.moe_layers
         comm_bytes = comm_bytes + (m.moe_layers * 2 * (group - 1) / group * moe_tokens
-                                   * m.hidden_size * m.activation_bytes_per_element)
+                                   * m.hidden_size * m.activation_bytes_per_element
+                                   * cross_domain_factor(m, group, True))
     if m.dcp_layers:
         calls = calls + 3.0 * m.dcp_layers
         comm_bytes = comm_bytes + tokens * m.dcp_bytes_per_token

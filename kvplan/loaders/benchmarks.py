@@ -101,15 +101,11 @@ DISAGG_NOTE = ("disaggregated: the prefill workers send each prompt's KV to a de
                "at the GPU's NVLink bandwidth within an NVL72 rack (GB200, GB300), else at 50 "
                "GB/s per GPU (one 400 Gb/s NIC per GPU, as HGX nodes ship)")
 
-#: GPUs one NVLink domain of each AIConfigurator system holds: an HGX board of 8, GB200's
-#: NVL72 rack of 72; wider deployments cross nodes over slower links
-NVLINK_DOMAIN_GPUS = {"gb200": 72}
-HGX_GPUS = 8
 
-
-def _layout(r: dict, prefix: str, system: str) -> tuple[int, int, int, int]:
+def _layout(r: dict, prefix: str) -> tuple[int, int, int, int]:
     """(tp, pp, dp, ep) of the ``prefix`` columns (``""``, ``prefill_`` or ``decode_``),
-    checked: one placement of the stage's GPUs, within one NVLink domain."""
+    checked: one placement of the stage's GPUs (the GPU spec's NVLink domain and scale-out
+    link time wider ones, ``kvplan.core.perf.cross_domain_factor``)."""
     def degree(key: str) -> int:  # AIConfigurator writes 0 or nothing for "not used"
         value = (r.get(prefix + key) or "").strip()
         return 1 if value in ("", "0") else _positive_int(value, prefix + key)
@@ -120,11 +116,6 @@ def _layout(r: dict, prefix: str, system: str) -> tuple[int, int, int, int]:
                    f"tp_size x attention_dp_size = {tp * dp}: not one placement of the stage's "
                    "GPUs")
     pp = _positive_int(r.get(prefix + "pp_size") or 1, prefix + "pp_size")
-    domain = NVLINK_DOMAIN_GPUS.get(system, HGX_GPUS)
-    if tp * dp * pp > domain:
-        raise _Bad(prefix + "tp_size", f"{tp * dp * pp} GPUs (tp {tp} x attention_dp {dp} x pp "
-                   f"{pp}): deployments over more than one {domain}-GPU NVLink domain are not "
-                   "modelled (inter-node links)")
     return tp, pp, dp, ep
 
 
@@ -160,8 +151,8 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
     sweep = re.search(r"(workflow_run_id=\d+|source_file=[^;]+)", source)
     prefill, workers = None, (0, 1)
     if mode == "disagg":
-        tp, pp, dp, ep = _layout(r, "decode_", system)
-        prefill = _layout(r, "prefill_", system)
+        tp, pp, dp, ep = _layout(r, "decode_")
+        prefill = _layout(r, "prefill_")
         for key in ("prefill_num_workers", "decode_num_workers"):
             if not (r.get(key) or "").strip():
                 raise _Bad(key, "missing: the row does not record how many workers of each role "
@@ -170,7 +161,7 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
                    _positive_int(r.get("decode_num_workers"), "decode_num_workers"))
         assumptions.append(DISAGG_NOTE)
     else:
-        tp, pp, dp, ep = _layout(r, "", system)
+        tp, pp, dp, ep = _layout(r, "")
     isl = _positive_int(r.get("isl"), "isl")
     osl = _positive_int(r.get("osl"), "osl")
     ttft = _positive(r.get("silicon_ttft_ms"), "silicon_ttft_ms", 1e-3)

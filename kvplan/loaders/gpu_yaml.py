@@ -53,6 +53,18 @@ class Interconnect(_Strict):
     kind: Text
     bandwidth_bytes_per_s_per_direction: Rate
     note: str = ""
+    #: GPUs one NVLink domain joins at that bandwidth (an HGX board: 8; GB200 NVL72: 72)
+    domain_gpus: Annotated[StrictInt, Field(gt=0, le=100_000)] | None = None
+
+
+class ScaleOut(_Strict):
+    """The link between NVLink domains, per GPU (its NIC): collectives over more GPUs than a
+    domain cross it."""
+
+    kind: Text
+    bandwidth_bytes_per_s_per_direction: Rate
+    note: str = ""
+    source: Text
 
 
 class Pcie(_Strict):
@@ -98,6 +110,7 @@ class GpuFile(_Strict):
     dense_flops_per_s: dict[Literal[FLOP_DTYPES], Rate]  # type: ignore[valid-type]
     native_kv_formats: list[Text]
     interconnect: Interconnect
+    scale_out: ScaleOut | None = None
     pcie: Pcie
     tdp_watts: Annotated[StrictInt, Field(gt=0, le=100_000)]
     price_usd_per_gpu_hour: Annotated[Real, Field(gt=0, le=10_000)]
@@ -156,6 +169,10 @@ def gpu_from_file(path: Path) -> GpuSpec:
         interconnect_kind=f.interconnect.kind,
         interconnect_bandwidth_bytes_per_s_per_direction=(
             f.interconnect.bandwidth_bytes_per_s_per_direction),
+        nvlink_domain_gpus=f.interconnect.domain_gpus,
+        scale_out_bandwidth_bytes_per_s_per_direction=(
+            f.scale_out.bandwidth_bytes_per_s_per_direction if f.scale_out else None),
+        scale_out_kind=f.scale_out.kind if f.scale_out else "",
         pcie_generation=f.pcie.generation,
         pcie_bandwidth_bytes_per_s_per_direction=f.pcie.bandwidth_bytes_per_s_per_direction,
         tdp_watts=f.tdp_watts, price_usd_per_gpu_hour=f.price_usd_per_gpu_hour,

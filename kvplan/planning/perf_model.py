@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..core.errors import InputError
 from ..core.gpu import GpuSpec
 from ..core.layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
 from ..core.parallel import plain_split, pp_stage_sizes, pp_stages
@@ -144,6 +145,13 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         prefill_attn.append(KvRead(float(prefill * count), _cap(c)))
     gpu = req.gpu
     dtype = compute_dtype(gpu, fmt.scheme)
+    group = tp * split.dp if n_moe else tp  # the widest collective: the MoE layers' tp x dp
+    domain = gpu.nvlink_domain_gpus or 0
+    scale_out = float(gpu.scale_out_bandwidth_bytes_per_s_per_direction or 0)
+    if domain and group > domain and not scale_out:
+        raise InputError(f"{gpu.name}: {group} GPUs in one collective span NVLink domains of "
+                         f"{domain}, and the GPU spec gives no scale_out bandwidth to time the "
+                         "link between them", field="--gpu")
     return StepModel(
         weight_bytes=float(dense_bytes[s]), expert_bytes=per_expert_bytes, moe_layers=n_moe,
         num_experts=w.num_experts if n_moe else 0, top_k=w.experts_per_token if n_moe else 0,
@@ -155,4 +163,4 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
         efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn),
         expert_flops_per_token=2.0 * expert_active, dcp_layers=dcp_layers,
-        dcp_bytes_per_token=dcp_bytes)
+        dcp_bytes_per_token=dcp_bytes, domain_gpus=domain, scale_out_bytes_per_s=scale_out)

@@ -203,8 +203,8 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
             continue
         if moe and cand.dp > 1 and tp * cand.dp > sc.hardware.gpus_per_node:
             skipped.append(Skipped(cand, f"the MoE layers' tp x dp = {tp * cand.dp} GPUs span "
-                                         f"nodes of {sc.hardware.gpus_per_node} GPUs; expert "
-                                         "all-to-all across nodes is not modelled"))
+                                         f"nodes of {sc.hardware.gpus_per_node} GPUs; a plan "
+                                         "keeps each MoE group within one node"))
             continue
         req = FitRequest(model=model, weights=weights, weight_format=wfmt, gpu=gpu, engine=engine,
                          tp=tp, pp=pp, dp=cand.dp, ep=cand.ep, dcp=cand.dcp, kv_dtype=kv,

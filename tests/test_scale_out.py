@@ -1,0 +1,69 @@
+"""Collectives wider than one NVLink domain: the GPU spec's NVLink domain and scale-out NIC
+(hardware_specs/*.yaml ``interconnect.domain_gpus``, ``scale_out``) and the factor the step
+model applies to their bytes (``kvplan.core.perf.cross_domain_factor``), derived by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kvplan.cli.main import run
+from kvplan.core.perf import cross_domain_factor
+from kvplan.loaders.hardware import load_gpu
+from kvplan.loaders.hf_params import weight_inventory
+from kvplan.loaders.quant_config import weight_format
+from kvplan.loaders.resolve import load_model
+from kvplan.planning.fit import plan_fit
+from kvplan.planning.fit_types import FitRequest
+from kvplan.planning.perf_model import step_model
+
+
+def dsv3_step(gpu: str, tp: int, dp: int = 1, ep: int = 1):
+    m = load_model("deepseek-v3")
+    req = FitRequest(model=m, weights=weight_inventory(m), weight_format=weight_format(m, None),
+                     gpu=load_gpu(gpu), tp=tp, dp=dp, ep=ep, context_tokens=4096, search=False)
+    return step_model(plan_fit(req))
+
+
+def test_specs_state_their_domain_and_nic():
+    h200 = load_gpu("h200")
+    assert (h200.nvlink_domain_gpus, h200.scale_out_bandwidth_bytes_per_s_per_direction) == (
+        8, 50_000_000_000)  # one 400 Gb/s ConnectX-7 per GPU
+    assert load_gpu("b300").scale_out_bandwidth_bytes_per_s_per_direction == 100_000_000_000
+    assert load_gpu("gb200").nvlink_domain_gpus == 72
+
+
+def test_factor_by_hand():
+    sm = dsv3_step("h200", 8)
+    assert (sm.domain_gpus, sm.scale_out_bytes_per_s, sm.link_bytes_per_s) == (8, 50e9, 450e9)
+    assert cross_domain_factor(sm, 8, False) == cross_domain_factor(sm, 8, True) == 1.0
+    # all-reduce over 16 = 2 domains of 8: 2 x 7/8 of the message over NVLink, 2 x 1/2 of a
+    # 1/8 share over the NIC, against a flat ring's 2 x 15/16 over NVLink
+    flat = 2 * 15 / 16 / 450e9
+    assert cross_domain_factor(sm, 16, False) == pytest.approx(
+        (2 * 7 / 8 / 450e9 + 2 * 1 / 2 / 8 / 50e9) / flat)
+    assert cross_domain_factor(sm, 16, False) == pytest.approx(1.5333, abs=1e-4)
+    # all-to-all over 64: 56/64 of a GPU's bytes leave its node, at 450/50 = 9 x the time
+    assert cross_domain_factor(sm, 64, True) == pytest.approx(8 / 64 + 56 / 64 * 9)
+
+
+def test_wide_collectives_cost_more_than_the_nvlink_ring():
+    sm = dsv3_step("h200", 8)
+    wide = replace(sm, tp=16)
+    from kvplan.core.perf import allreduce_s
+
+    msg = 4096 * 7168 * 2  # a 4k-token prefill's activations, bf16
+    ring16 = 2 * sm.layers * (sm.efficiency.allreduce_latency_s + 2 * 15 / 16 * msg
+                              / (450e9 * sm.efficiency.interconnect) * 1.5333333333333332)
+    assert allreduce_s(wide, 4096) == pytest.approx(ring16)
+
+
+def test_a_domain_without_a_stated_nic_is_refused(capsys):
+    # GB200's spec states its 72-GPU NVL72 domain but no scale-out link: 128 GPUs in one MoE
+    # group cannot be timed
+    assert run(["curve", "deepseek-v3", "--gpu", "gb200", "--dp", "128", "--ep", "128",
+                "--x", "batch", "--points", "1,8", "-c", "4k"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert "span NVLink domains of 72, and the GPU spec gives no scale_out bandwidth" in err
