@@ -115,3 +115,18 @@ samples: 20
     pool = cfg[8]["kv_pool_bytes"]
     assert cfg[8]["memory_concurrency"] == pool // (16 * LATENT * LAYERS) // 256
     assert "--decode-context-parallel-size 8" in cfg[8]["launch"]["vllm"]
+
+
+def test_dcp_refusals_on_rocm_and_with_a_draft(capsys):
+    # ROCm's decode backends lack supports_dcp for GQA (vLLM: "DCP not supported")
+    line = fail(capsys, "fit", "qwen3-235b-a22b", "--gpu", "mi300x", "--tp", "8", "--dcp", "2",
+                "-c", "32k")
+    assert "which ROCm does not use" in line
+    line = fail(capsys, "fit", "llama-3.3-70b", "--gpu", "h200", "--tp", "16", "--dcp", "2",
+                "-c", "32k", "--draft-model", "llama-3.2-1b", "--num-speculative-tokens", "4")
+    assert "speculative decoding under --dcp is not modelled" in line
+
+
+def test_fit_json_layouts_carry_dcp(capsys):
+    d = fit_json(capsys, "deepseek-v3", "--gpu", "h200", "--tp", "8", "--dcp", "8", "-c", "32k")
+    assert d["launch_layout"] == {"tp": 8, "pp": 1, "dp": 1, "ep": 1, "dcp": 8, "suggested": False}

@@ -275,8 +275,9 @@ def test_layout_search_from_a_dp_plan_and_into_one(capsys):
     # TP 8 holds 20; 100 sequences: DP 8 + EP 8 on the same 8 GPUs (104) before any 16-GPU layout
     d = fit_json(capsys, "deepseek-v3", "--gpu", "h200", "--tp", "8", "-c", "32k",
                  "--concurrency", "100")
-    assert d["suggestion"] == {"tp": 1, "pp": 1, "dp": 8, "ep": 8, "max_concurrency": 104}
-    assert d["launch_layout"] == {"tp": 1, "pp": 1, "dp": 8, "ep": 8, "suggested": True}
+    assert d["suggestion"] == {"tp": 1, "pp": 1, "dp": 8, "ep": 8, "dcp": 1,
+                               "max_concurrency": 104}
+    assert d["launch_layout"] == {"tp": 1, "pp": 1, "dp": 8, "ep": 8, "dcp": 1, "suggested": True}
     assert "--data-parallel-size 8 --enable-expert-parallel" in d["launch"]["vllm"]
     assert "--max-num-seqs 13" in d["launch"]["vllm"]  # ceil(100 / 8) per rank
     # a dense model is searched over TP x PP only

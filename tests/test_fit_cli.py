@@ -85,7 +85,8 @@ def test_fit_json_public_keys_and_numbers(capsys):
     assert "--tp-size 2" in d["launch"]["sglang"]
     # no --concurrency: the engine keeps its default cap (the budget's), and the note says so
     assert "--max-num-seqs" not in d["launch"]["vllm"]
-    assert d["launch_layout"] == {"tp": 2, "pp": 1, "dp": 1, "ep": 1, "suggested": False}
+    assert d["launch_layout"] == {"tp": 2, "pp": 1, "dp": 1, "ep": 1, "dcp": 1,
+                                  "suggested": False}
     assert d["launch_note"].startswith("the lines leave the engine's sequence cap at its default "
                                        f"(1,024, as the budget assumed): the pool holds "
                                        f"{nb // 1024:,} full-length 16,384-token sequences")

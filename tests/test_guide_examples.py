@@ -82,4 +82,5 @@ def test_scenario3_one_million_tokens_needs_tp2(capsys):
              "--kv-dtype", "fp8", "-c", "1M", "--allow-long-max-model-len")
     assert d["per_sequence_bytes"] == 2**20 * 2 * 80 * 8 * 128 == 160 * GiB
     assert d["fits"] is False and d["max_concurrency"] == 0
-    assert d["suggestion"] == {"tp": 2, "pp": 1, "dp": 1, "ep": 1, "max_concurrency": 1}
+    assert d["suggestion"] == {"tp": 2, "pp": 1, "dp": 1, "ep": 1, "dcp": 1,
+                               "max_concurrency": 1}

@@ -88,7 +88,7 @@ def test_a_layout_that_does_not_fit_launches_the_suggestion_or_nothing(capsys):
     d = fit(capsys, "llama-3.1-70b", "--gpu", "h100", "-c", "32k")
     assert d["fits"] is False and d["suggestion"]["tp"] * d["suggestion"]["pp"] == 3
     assert d["launch_layout"] == {"tp": d["suggestion"]["tp"], "pp": d["suggestion"]["pp"],
-                                  "dp": 1, "ep": 1, "suggested": True}
+                                  "dp": 1, "ep": 1, "dcp": 1, "suggested": True}
     vllm = argv(d["launch"]["vllm"])
     assert value(vllm, "--pipeline-parallel-size") == str(d["suggestion"]["pp"])
     # DeepSeek-V3 in bf16 fits no TP x PP up to 8 x 8 on L4s: no launch line at all
@@ -218,7 +218,7 @@ def test_review_fixes_for_launch_lines(capsys, tmp_path, monkeypatch):
     # (61 GB of weights) at 32k on L4s fits TP 4 first; 1,000 sequences fit no layout searched
     d = fit(capsys, "qwen3-30b-a3b", "--gpu", "l4", "--dp", "2", "--ep", "2", "-c", "32k")
     assert d["fits"] is False and d["launch_layout"] == {"tp": 4, "pp": 1, "dp": 1, "ep": 1,
-                                                         "suggested": True}
+                                                         "dcp": 1, "suggested": True}
     d = fit(capsys, "qwen3-30b-a3b", "--gpu", "l4", "--dp", "2", "--ep", "2", "-c", "32k",
             "--concurrency", "1000")
     assert d["fits"] is False and d["launch"] == {}

@@ -192,3 +192,20 @@ def test_disaggregated_prefill_role_layout(tmp_path, capsys):
     limit_ms = (tp8 + dp8) / 2 * 1e3
     d = plan_json(tmp_path, capsys, DISAGG.format(ttft=f"{limit_ms:.3f}"))
     assert d["best"]["disaggregated"]["prefill_layout"]["tp"] == 8
+
+
+def test_search_stops_at_the_asked_layout(capsys):
+    # tp 2 x dp 4 + ep 8 holds 68 sequences of 32k: nothing before it in the search order (fewer
+    # GPUs; at 8 GPUs plain TP 8's 20, then dp 2) reaches 50, so nothing is suggested
+    assert run(["fit", "deepseek-v3", "--gpu", "h200", "-c", "32k", "--tp", "2", "--dp", "4",
+                "--ep", "8", "--concurrency", "50", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["fits"] and d["max_concurrency"] >= 50 and d["suggestion"] is None
+    assert d["launch_layout"]["suggested"] is False
+
+
+def test_repeated_values_are_planned_once(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text(DSV3.format(tp="[1, 1]", dp="[8, 8]", ep=8, demand="request_rate: 1"))
+    s = load_scenario(p).serving
+    assert (s.tps, s.dps) == ((1,), (8,))

@@ -16,8 +16,9 @@ for GQA/MQA; ``vllm/config/parallel.py``, ``vllm/config/model.py``,
 - GQA/MQA: ``tp > num_key_value_heads``, ``dcp <= tp // num_key_value_heads`` and the query
   heads per KV head divisible by dcp (DCP only removes the KV heads' TP replication).
 - Refused: sliding-window and chunked-local layers ("DCP not support sliding window"),
-  hybrids with recurrent state before 0.26 ("DCP not support hybrid attn now"), the
-  ``nvfp4_ds_mla`` KV format.
+  hybrids with recurrent state before 0.26 ("DCP not support hybrid attn now"); GQA on ROCm
+  (its decode backends lack ``supports_dcp``; ``kvplan.planning.fit``). vLLM also refuses the
+  ``nvfp4_ds_mla`` KV format under DCP, which kvplan does not model at all.
 Not modelled by kvplan (refused with that reason): DCP on Mamba / linear-attention hybrids
 (vLLM >= 0.26 keeps the state replicated and takes the LCM of the groups' scheduler blocks),
 sparse-MLA indexer caches, and every other engine (SGLang's ``--dcp-size`` is not yet read).
@@ -38,8 +39,7 @@ def _refuse(message: str) -> None:
     raise ParallelismError(message, field="dcp")
 
 
-def check_dcp(layout: EngineLayout, costs: list[LayerCost], tp: int, dcp: int,
-              kv_format: str) -> None:
+def check_dcp(layout: EngineLayout, costs: list[LayerCost], tp: int, dcp: int) -> None:
     """One ``ParallelismError`` line naming the rule when ``layout`` does not run (or kvplan
     does not model) DCP ``dcp`` on these layers at ``tp``."""
     if not isinstance(dcp, int) or isinstance(dcp, bool) or dcp < 1:
@@ -68,8 +68,6 @@ def check_dcp(layout: EngineLayout, costs: list[LayerCost], tp: int, dcp: int,
                 "takes the LCM of the groups' blocks) is not modelled by kvplan")
     if "indexer" in kinds:
         _refuse("DCP with a sparse-MLA indexer cache is not modelled by kvplan")
-    if kv_format == "nvfp4_ds_mla":
-        _refuse("vLLM: nvfp4_ds_mla KV cache is not supported with decode context parallelism")
     for c in costs:
         if isinstance(c.spec, MultiHeadLatent) or not c.kv_heads:
             continue

@@ -191,7 +191,7 @@ def search_ints(default: tuple[int, ...] | None):
             out.append(x)
         if not out:
             raise ValueError("empty list")
-        return tuple(out)
+        return tuple(dict.fromkeys(out))  # each value once
     return parse
 
 

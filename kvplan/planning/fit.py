@@ -211,6 +211,14 @@ def plan_layout(req: FitRequest) -> FitResult:
         raise InputError("--dp and --ep need the model's parameter inventory to place its "
                          "experts and dense layers; --weight-memory cannot say which weights "
                          "are which", field="--weight-memory")
+    if req.dcp > 1 and req.draft:
+        raise InputError("speculative decoding under --dcp is not modelled (vLLM keeps the "
+                         "draft's cache unsplit beside the split target's)", field="--draft-model")
+    if req.dcp > 1 and req.gpu.vendor == "amd" and not any(
+            s.kind == "mla" for s in model.cache_layers):
+        raise ParallelismError("vLLM runs decode context parallelism for GQA/MQA only with "
+                               "FlashAttention or FlashInfer (supports_dcp), which ROCm does not "
+                               f"use: no DCP for {model.name} on {req.gpu.name}", field="dcp")
     if (req.dp > 1 or req.ep > 1) and req.draft:
         raise InputError("speculative decoding under --dp / --ep is not modelled (where the "
                          "draft's experts live)", field="--draft-model")
@@ -306,7 +314,7 @@ def plan_fit(req: FitRequest) -> FitResult:
     dp, ep; ``kvplan.planning.fit_search``)."""
     result = plan_layout(req)
     if req.search and (req.concurrency or not result.fits):
-        found = smallest_layout(req, req.concurrency or 1, plan_layout)
+        found = smallest_layout(req, req.concurrency or 1, plan_layout, result)
         if found is not None:
             f = found.request
             result = replace(result, suggestion=(f.tp, f.pp, f.dp, f.ep),

@@ -11,11 +11,12 @@ from dataclasses import replace
 
 from ..core.errors import KvplanError
 from ..core.parallel import layout_words
+from ..core.scenario_spec import SEARCH_DP as SCENARIO_DP
 from .fit_types import FitRequest, FitResult
 
 SEARCH_TP = (1, 2, 4, 8)
 SEARCH_PP = (1, 2, 3, 4, 6, 8)
-SEARCH_DP = (2, 4, 8)
+SEARCH_DP = tuple(d for d in SCENARIO_DP if d > 1)
 MAX_DP_STAGE_GPUS = 8  # the MoE group's all-to-all stays within one node (NVLink)
 DP_ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -30,14 +31,17 @@ def layouts(req: FitRequest) -> list[tuple[int, int, int, int]]:
     return sorted(out, key=lambda x: (x[0] * x[1] * x[2], x[1], x[2]))
 
 
-def smallest_layout(req: FitRequest, target: int, plan_one: Callable[[FitRequest], FitResult]
-                    ) -> FitResult | None:
+def smallest_layout(req: FitRequest, target: int, plan_one: Callable[[FitRequest], FitResult],
+                    own: FitResult | None = None) -> FitResult | None:
     """The plan of the smallest layout (``layouts``) on this GPU that reaches ``target``
-    sequences for the whole deployment; None when none does. ``plan_one`` plans one layout."""
+    sequences for the whole deployment; None when none does, or when the request's own layout
+    (``own``, its plan) comes first that does. ``plan_one`` plans one layout."""
     if req.weight_memory_bytes is not None:
         return None  # a given per-GPU weight figure says nothing about other layouts
     for tp, pp, dp, ep in layouts(req):
         if (tp, pp, dp, ep) == (req.tp, req.pp, req.dp, req.ep):
+            if own is not None and own.fits and own.max_concurrency >= target:
+                return None  # nothing before the asked layout reaches the target: it stands
             continue
         try:
             r = plan_one(replace(req, tp=tp, pp=pp, dp=dp, ep=ep, search=False))

@@ -151,7 +151,7 @@ def kv_footprint(
         costs[spec] = layer_cost(spec, count, layout, formats, tp, model, state_dtype)
     costs = dict(zip(costs, unify_pages(list(costs.values()), block, layout), strict=True))
     if dcp != 1:
-        check_dcp(layout, list(costs.values()), tp, dcp, formats.name)
+        check_dcp(layout, list(costs.values()), tp, dcp)
         costs = {spec: shard_tokens(c, dcp) for spec, c in costs.items()}
     by_layer = [[costs[spec] for spec in block] for block in model.layers]
     rows = tuple(costs.values())

@@ -61,8 +61,9 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
                      "transfer is timed (the plan's disaggregated figures do not)")
     where = (f"DP rank ({replicas} replicas x {dp} ranks)" if dp > 1
              else f"replica ({replicas} replicas)")
+    # under DCP a block holds block x dcp of a sequence's tokens (kv_pool_tokens counts them)
     limits = SimLimits(max_num_seqs=max(ev.batch, 1), max_num_batched_tokens=r.max_num_batched_tokens,
-                       pool_tokens=r.kv_pool_tokens, block_tokens=block)
+                       pool_tokens=r.kv_pool_tokens, block_tokens=block * r.request.dcp)
     res = simulate(o.step, o.efficiency, limits, reqs, users=users)
     ttft, tpot = res.ttft_s, res.tpot_s
     if users is not None:  # drop the start-up wave
@@ -76,7 +77,7 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
     return {
         "configuration": {"gpu": o.candidate.gpu.key, "engine": r.layout.label,
                           "tp": o.candidate.tp, "pp": o.candidate.pp, "dp": dp,
-                          "ep": o.candidate.ep, "kv_dtype": r.kv_format},
+                          "ep": o.candidate.ep, "dcp": o.candidate.dcp, "kv_dtype": r.kv_format},
         "requests": len(reqs), "seed": seed,
         "arrivals": (f"Poisson at {rate:g} requests/s per {where}" if rate
                      else f"closed loop, {users} users per {where}"),

@@ -72,7 +72,8 @@ def fit_record(r: FitResult) -> dict:
         "verdict": r.verdict,
         "busiest_stage": r.busiest_stage,
         "suggestion": ({"tp": r.suggestion[0], "pp": r.suggestion[1], "dp": r.suggestion[2],
-                        "ep": r.suggestion[3], "max_concurrency": r.suggestion_concurrency}
+                        "ep": r.suggestion[3], "dcp": req.dcp,
+                        "max_concurrency": r.suggestion_concurrency}
                        if r.suggestion else None),
         "notes": list(r.notes),
         **_launch(r),
@@ -86,6 +87,7 @@ def _launch(r: FitResult) -> dict:
     return {"launch": commands,
             "launch_layout": ({"tp": target.request.tp, "pp": target.request.pp,
                                "dp": target.request.dp, "ep": target.request.ep,
+                               "dcp": target.request.dcp,
                                "suggested": target is not r} if target else None),
             "launch_note": sequence_note(target) if target else
             f"no launch line: {no_launch_reason(r)}"}

@@ -12,7 +12,7 @@ from ..core.text import printable
 from ..core.units import GiB
 from ..planning.scenario import Outcome, PlanReport
 
-HEADERS = ("#", "GPU", "engine", "TP x PP", "KV", "status", "fits (req)", "batch", "replicas",
+HEADERS = ("#", "GPU", "engine", "layout", "KV", "status", "fits (req)", "batch", "replicas",
            "GPUs", "TTFT p{q}", "TPOT p{q}", "$/hour", "$/M out tok", "$/request", "headroom")
 
 
@@ -137,7 +137,10 @@ def detail_lines(o: Outcome) -> list[str]:
     out = [f"Per GPU: total {b.total_bytes / GiB:.2f} GiB, usable {b.usable_bytes / GiB:.2f} GiB, "
            f"weights {b.weights_bytes / GiB:.2f} GiB, activations {b.activation_bytes / GiB:.2f} GiB, "
            f"runtime {b.runtime_overhead_bytes / GiB:.2f} GiB, KV pool {b.kv_pool_bytes / GiB:.2f} GiB "
-           f"({r.kv_pool_tokens:,} tokens, {r.block_size_tokens}-token blocks)",
+           + (f"({r.kv_pool_tokens:,} tokens of the sequences, {r.kv_pool_tokens // r.request.dcp:,} "
+              f"on each GPU; blocks of {r.block_size_tokens} x dcp {r.request.dcp} tokens)"
+              if r.request.dcp > 1 else
+              f"({r.kv_pool_tokens:,} tokens, {r.block_size_tokens}-token blocks)"),
            f"KV per request (per GPU, at its peak): mean {e.kv_bytes_per_request_mean / GiB:.3f} GiB, "
            f"{e.kv_bytes_per_request_at_percentile / GiB:.3f} GiB at the SLO percentile ({q:,} tokens)",
            f"Pool holds {e.memory_concurrency:,} requests of this mix; batch {e.batch:,} "
