@@ -442,10 +442,8 @@ def evaluate(r: FitResult, sm: StepModel, requests: list[Request], w: Workload, 
         slots = need + pre_need
     elif fleet.nodes is not None:
         nodes = fleet.nodes
-    elif tp_pp <= fleet.gpus_per_node:
-        nodes = max(math.ceil((need + pre_need) / (fleet.gpus_per_node // tp_pp)), 1)
     else:
-        nodes = max(math.ceil((need + pre_need) * tp_pp / fleet.gpus_per_node), 1)
+        nodes = max(_nodes_for(need + pre_need, tp_pp, fleet.gpus_per_node), 1)
     gpus = nodes * fleet.gpus_per_node
     if not role:
         slots = _slots(fleet.gpus_per_node, nodes, tp_pp)
