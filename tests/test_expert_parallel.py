@@ -59,7 +59,8 @@ def test_deepseek_v3_dp8_ep8_vs_tp8_on_h200(capsys):
     assert dp8["gpus"] == tp8["gpus"] == 8
     assert dp8["placement"] == {"attention_tp": 1, "mlp_tp": 1, "shared_expert_tp": 1,
                                 "embedding_tp": 1, "lm_head_tp": 1, "moe_tp": 1, "ep": 8,
-                                "routed_experts": 256, "routed_experts_per_gpu": 32}
+                                "routed_experts": 256, "redundant_experts": 0,
+                                "routed_experts_per_gpu": 32}
     assert tp8["placement"] is None
     line = dp8["launch"]["vllm"].split()
     for flag, value in (("--tensor-parallel-size", "1"), ("--data-parallel-size", "8")):

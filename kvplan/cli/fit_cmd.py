@@ -18,6 +18,7 @@ Examples:
   kvplan fit llama-3.1-8b --gpu h100 -c 16k --kv-cache-memory 58.11GiB
   kvplan fit deepseek-v3 --gpu h200 --tp 8 -c 128k --concurrency 32
   kvplan fit deepseek-v3 --gpu h200 --dp 8 --ep 8 -c 32k
+  kvplan fit deepseek-v3 --gpu h200 --dp 8 --ep 8 -c 32k --all2all deepep_low_latency --eplb
   kvplan fit qwen3-8b --gpu l40s --engine sglang --json"""
 
 
@@ -77,6 +78,15 @@ def fit(
     dcp: Annotated[int, typer.Option("--dcp", help="Decode context parallel (vLLM "
                                      "--decode-context-parallel-size): each sequence's tokens "
                                      "split over this many of the --tp GPUs.")] = 1,
+    eplb: Annotated[bool, typer.Option("--eplb", help="Expert-parallel load balancing (vLLM "
+                                       "--enable-eplb, SGLang --enable-eplb): redundant expert "
+                                       "slots and vLLM's staging copy of one layer.")] = False,
+    redundant_experts: Annotated[int | None, typer.Option(
+        "--redundant-experts", help="EPLB's extra expert slots per MoE layer (default: vLLM "
+        "0.34 the fewest that divide by --ep; SGLang 0).")] = None,
+    all2all: Annotated[str, typer.Option(
+        "--all2all", help="MoE all-to-all backend: default, deepep_high_throughput, "
+        "deepep_low_latency, deepep_auto (SGLang); its buffers join the budget.")] = "default",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV format: auto, bf16, fp8, "
                                           "nvfp4, ... (see `kvplan formats`).")] = "auto",
     weight_dtype: Annotated[str | None, typer.Option(
@@ -178,7 +188,8 @@ def fit(
         draft = Draft(dm, inventory(dm), weight_format(dm, weight_dtype), num_speculative_tokens)
     req = FitRequest(
         model=m, weights=inventory(m), weight_format=weight_format(m, weight_dtype), gpu=spec,
-        engine=engine, tp=tp, pp=pp, dp=dp, ep=ep, dcp=dcp, kv_dtype=kv_dtype,
+        engine=engine, tp=tp, pp=pp, dp=dp, ep=ep, dcp=dcp, eplb=eplb,
+        redundant_experts=redundant_experts, all2all=all2all, kv_dtype=kv_dtype,
         context_tokens=_tokens(context, "--context"),
         max_model_len=_tokens(max_model_len, "--max-model-len"),
         utilization=gpu_memory_utilization, max_num_batched_tokens=max_num_batched_tokens,

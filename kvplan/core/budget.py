@@ -34,6 +34,8 @@ class Budget:
     kv_pool_bytes: int
     terms: tuple[Term, ...]
     notes: tuple[str, ...] = field(default=())
+    ep_buffers_bytes: int = 0  # DeepEP buffers and EPLB staging (kvplan.engines.expert_buffers)
+    overflow: str = ""  # why buffers allocated after the pool cannot be (the plan does not fit)
 
     @property
     def memory(self) -> dict[str, int]:
@@ -41,7 +43,7 @@ class Budget:
         return {"total_bytes": self.total_bytes, "usable_bytes": self.usable_bytes,
                 "weights_bytes": self.weights_bytes, "activation_bytes": self.activation_bytes,
                 "runtime_overhead_bytes": self.runtime_overhead_bytes,
-                "kv_pool_bytes": self.kv_pool_bytes}
+                "ep_buffers_bytes": self.ep_buffers_bytes, "kv_pool_bytes": self.kv_pool_bytes}
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,21 @@ class BudgetInputs:
     total_overridden: bool = False
     smi_total_mib: int | None = None  # nvidia-smi's memory.total (SGLang's default fraction)
     attention_dp: int = 1  # attention data-parallel ranks in the stage (SGLang DP attention)
+    ep_buffers_bytes: int = 0  # expert-parallel buffers per GPU (DeepEP, EPLB staging)
+    ep_buffers_how: str = ""
+    ep_transient_bytes: int = 0  # allocated later from the engine's reserve (SGLang EPLB)
+    deepep_reserve_mib: int = 0  # SGLang's default mem_fraction_static sets this aside
+    cuda_graphs: bool = True  # False: the engine captures none (SGLang DeepEP normal mode)
 
 
 def assemble(i: BudgetInputs, *, engine: str, rules: str, usable: int, usable_label: str,
              usable_how: str, act: tuple[int, str], overhead: tuple[int, str],
              pool: tuple[int, str], subtracts_activation: bool = True,
-             subtracts_overhead: bool = True, notes: tuple[str, ...] = ()) -> Budget:
+             subtracts_overhead: bool = True, subtracts_ep: bool = True,
+             notes: tuple[str, ...] = (), overflow: str = "") -> Budget:
     """One engine's budget from its computed terms, applying the user's overrides:
-    ``--kv-cache-memory`` replaces the pool (every other term is then shown, not used)."""
+    ``--kv-cache-memory`` replaces the pool (every other term is then shown, not used). The
+    expert-parallel buffers (``i.ep_buffers_bytes``) get a term of their own when present."""
     fixed = i.kv_cache_memory_bytes is not None
     computed, pool_how = pool
     kv = i.kv_cache_memory_bytes if i.kv_cache_memory_bytes is not None else max(computed, 0)
@@ -95,6 +104,11 @@ def assemble(i: BudgetInputs, *, engine: str, rules: str, usable: int, usable_la
         Term("runtime_overhead_bytes", "- runtime overhead" if subtracts_overhead else
              "  runtime overhead (in the reserve)", over_bytes, over_how, "--overhead-memory",
              i.runtime_overhead_bytes is not None, subtracted=subtracts_overhead and not fixed),
+    ) + ((
+        Term("ep_buffers_bytes", "- expert-parallel buffers" if subtracts_ep else
+             "  expert-parallel buffers (in the reserve)", i.ep_buffers_bytes, i.ep_buffers_how,
+             "--all2all / --eplb", subtracted=subtracts_ep and not fixed),
+    ) if i.ep_buffers_bytes else ()) + (
         Term("kv_pool_bytes", "= KV cache pool", kv,
              "given by --kv-cache-memory (the engine's own sizing is skipped)" if fixed else pool_how,
              "--kv-cache-memory", fixed),
@@ -106,4 +120,4 @@ def assemble(i: BudgetInputs, *, engine: str, rules: str, usable: int, usable_la
     return Budget(engine=engine, rules=rules, total_bytes=i.total_bytes, usable_bytes=usable,
                   weights_bytes=i.weights_bytes, activation_bytes=act_bytes,
                   runtime_overhead_bytes=over_bytes, kv_pool_bytes=kv, terms=terms,
-                  notes=tuple(extra))
+                  notes=tuple(extra), ep_buffers_bytes=i.ep_buffers_bytes, overflow=overflow)

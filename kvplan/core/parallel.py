@@ -57,7 +57,8 @@ class MoeSplit(NamedTuple):
     of each of ``dp`` attention ranks; the other roles say over how many GPUs each kind of
     tensor is split (0: the attention ``tp``; 1: replicated whole): dense MLPs (``mlp_tp``),
     shared experts (``shared_tp``), the embedding (``embed_tp``), the LM head (``head_tp``),
-    each routed expert (``moe_tp``); routed experts are spread over ``ep`` GPUs."""
+    each routed expert (``moe_tp``); routed experts are spread over ``ep`` GPUs, with
+    ``redundant`` extra expert slots per MoE layer (EPLB's redundant experts)."""
 
     tp: int
     dp: int = 1
@@ -67,6 +68,7 @@ class MoeSplit(NamedTuple):
     shared_tp: int = 0
     embed_tp: int = 0
     head_tp: int = 0
+    redundant: int = 0
 
     def role_tp(self, role: str) -> int:
         """GPUs one tensor of ``role`` (attention, mlp, shared, embed, head, expert) is split over."""

@@ -232,8 +232,20 @@ def rank_tensor_bytes(t: Tensor, fmt: WeightFormat, split: MoeSplit) -> Fraction
     role = tensor_role(t)
     if role == "expert":
         rows, cols = t.shape_on_rank(split.moe_tp)
-        return fmt.matrix_bytes(rows, cols, t) * experts_on_busiest_rank(t.count, split.ep)
+        slots = t.count + split.redundant
+        return fmt.matrix_bytes(rows, cols, t) * experts_on_busiest_rank(slots, split.ep)
     return fmt.tensor_bytes(t, split.role_tp(role))
+
+
+def expert_layer_bytes(w: Weights, fmt: WeightFormat, split: MoeSplit) -> int:
+    """Bytes of the first MoE layer's routed experts on the busiest GPU (what vLLM's EPLB
+    stages: ``model.expert_weights[0]``), 0 without routed experts."""
+    layers = [t.layer for t in w.tensors if t.expert and t.place == "layer" and t.layer is not None]
+    if not layers:
+        return 0
+    first = min(layers)
+    return ceil_bytes(sum((rank_tensor_bytes(t, fmt, split) for t in w.tensors
+                           if t.expert and t.place == "layer" and t.layer == first), Fraction(0)))
 
 
 def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1,

@@ -39,23 +39,30 @@ def gpu_defaults(total_bytes: int, tp: int) -> tuple[int, int]:
 
 
 def default_mem_fraction(total_bytes: int, tp: int, pp: int,
-                         smi_total_mib: int | None = None, dp: int = 1) -> tuple[Fraction, str]:
+                         smi_total_mib: int | None = None, dp: int = 1, deepep_mib: int = 0,
+                         cuda_graphs: bool = True) -> tuple[Fraction, str]:
     """SGLang reads the GPU size from ``nvidia-smi --query-gpu=memory.total`` (MiB); without
     that figure the driver total is used (a few hundred MiB less: 0.001 lower on an H100).
     ``tp`` is SGLang's (every GPU of a stage); with DP attention over ``dp`` ranks SGLang
     reserves ``cuda_graph_max_bs x dp x 3`` MiB more (x 1.5 more when max_bs > 300) "for
-    padding" (PR #10975), before the 10 GiB floor."""
+    padding" (PR #10975), before the 10 GiB floor. With DeepEP, ``deepep_mib`` more after the
+    floor (0.5.23 ``reserve_for_deepep_a2a_mb``); without CUDA graphs (DeepEP normal mode) no
+    ``2 x cuda_graph_max_bs`` graph reserve."""
     chunk, graph_bs = gpu_defaults(total_bytes, tp)
     gpu_mib = smi_total_mib or total_bytes // MiB
-    reserved = Fraction(512) + Fraction(3, 2) * max(chunk, 2048) + 2 * graph_bs + Fraction(tp * pp * 1024, 8)
+    reserved = (Fraction(512) + Fraction(3, 2) * max(chunk, 2048)
+                + (2 * graph_bs if cuda_graphs else 0) + Fraction(tp * pp * 1024, 8))
     if dp > 1:
         reserved += graph_bs * dp * 3 + (Fraction(3, 2) * graph_bs * dp if graph_bs > 300 else 0)
     if gpu_mib > 60 * 1024:
         reserved = max(reserved, Fraction(10 * 1024))
+    reserved += deepep_mib
     f = Fraction(round((gpu_mib - reserved) / gpu_mib, 3)).limit_denominator(1000)
     how = (f"round(({gpu_mib:,} MiB - {float(reserved):,.0f} MiB reserved) / {gpu_mib:,} MiB, 3) "
            f"(chunked_prefill {chunk}, cuda_graph_max_bs {graph_bs}"
-           + (f", DP attention over {dp} ranks" if dp > 1 else "") + ")")
+           + ("" if cuda_graphs else " without CUDA graphs")
+           + (f", DP attention over {dp} ranks" if dp > 1 else "")
+           + (f", {deepep_mib:,} MiB for DeepEP" if deepep_mib else "") + ")")
     return f, how
 
 
@@ -68,7 +75,8 @@ def sglang_budget(i: BudgetInputs, version: str, activation: tuple[int, str]) ->
     if i.utilization is not None:
         f, how = Fraction(i.utilization).limit_denominator(1000), "given"
     else:
-        f, how = default_mem_fraction(i.total_bytes, i.tp, i.pp, i.smi_total_mib, i.attention_dp)
+        f, how = default_mem_fraction(i.total_bytes, i.tp, i.pp, i.smi_total_mib, i.attention_dp,
+                                      i.deepep_reserve_mib, i.cuda_graphs)
     overhead = (i.runtime_overhead_bytes if i.runtime_overhead_bytes is not None
                 else context_overhead(i.tp))
     free_before = i.total_bytes - overhead
@@ -76,7 +84,15 @@ def sglang_budget(i: BudgetInputs, version: str, activation: tuple[int, str]) ->
     notes = []
     reserve = free_before - static
     act = i.activation_bytes if i.activation_bytes is not None else activation[0]
-    if act > reserve:
+    later = act + i.ep_buffers_bytes + i.ep_transient_bytes
+    overflow = ""
+    if later > reserve and later > act:  # buffers SGLang makes after sizing its pool
+        overflow = (f"does not fit: SGLang's reserve (1 - mem_fraction_static) = "
+                    f"{reserve / GiB:.2f} GiB cannot hold the activation peak "
+                    f"({act / GiB:.2f} GiB) and the expert-parallel buffers made after the pool "
+                    f"({(i.ep_buffers_bytes + i.ep_transient_bytes) / GiB:.2f} GiB); lower "
+                    "--gpu-memory-utilization (mem_fraction_static)")
+    elif act > reserve:
         notes.append(f"the activation estimate ({act / GiB:.2f} GiB) exceeds SGLang's reserve "
                      f"(1 - mem_fraction_static) = {reserve / GiB:.2f} GiB: lower "
                      "--mem-fraction-static or --chunked-prefill-size")
@@ -87,7 +103,7 @@ def sglang_budget(i: BudgetInputs, version: str, activation: tuple[int, str]) ->
         usable_how=f"(total - overhead) x {float(f):g}; f = {how}", act=activation,
         overhead=(overhead, "CUDA context 0.5 GiB" + (" + NCCL 1 GiB" if i.tp > 1 else "")),
         pool=(static - i.weights_bytes, "usable - weights"), subtracts_activation=False,
-        notes=tuple(notes))
+        subtracts_ep=False, notes=tuple(notes), overflow=overflow)
 
 
 SWA_FULL_TOKENS_RATIO = Fraction(4, 5)  # --swa-full-tokens-ratio default

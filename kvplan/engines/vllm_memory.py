@@ -88,10 +88,14 @@ def vllm_budget(i: BudgetInputs, version: str, *, last_stage: bool = True) -> Bu
     a = i.activation_bytes if i.activation_bytes is not None else act[0]
     o = i.runtime_overhead_bytes if i.runtime_overhead_bytes is not None else non_torch + graphs
     graphs_rule = " - CUDA graphs" if subtracts_cuda_graphs(version) else ""
+    ep_rule = " - expert-parallel buffers" if i.ep_buffers_bytes else ""
     return assemble(
         i, engine=f"vllm {version}",
         rules=f"vLLM {version}: pool = total x gpu_memory_utilization - weights - activation "
-              f"peak - non-torch{graphs_rule}",
+              f"peak - non-torch{graphs_rule}{ep_rule}",
         usable=requested, usable_label=f"x gpu_memory_utilization {float(util):g}",
         usable_how=f"int(total x {float(util):g})", act=act, overhead=(non_torch + graphs, over_how),
-        pool=(requested - i.weights_bytes - a - o, "usable - weights - activation - overhead"))
+        pool=(requested - i.weights_bytes - a - o - i.ep_buffers_bytes,
+              "usable - weights - activation - overhead" + (" - expert-parallel buffers (made "
+                                                            "at load, after the memory snapshot)"
+                                                            if ep_rule else "")))

@@ -18,9 +18,17 @@ from ..core.errors import InputError, ParallelismError
 from ..core.model import Model
 from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
 from ..core.units import cdiv, ceil_bytes
-from ..core.weights import Weights, expert_width, tensor_role, weight_bytes
+from ..core.weights import Weights, expert_layer_bytes, expert_width, tensor_role, weight_bytes
 from ..engines import EngineLayout, get_engine
 from ..engines.base import version_tuple
+from ..engines.expert_buffers import (
+    NO_EP_MEMORY,
+    ExpertParallelMemory,
+    batched_dp_tokens,
+    check_all2all,
+    expert_parallel_memory,
+    redundant_experts,
+)
 from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_blocks
 from ..engines.parallel_rules import moe_split
 from .fit_pools import pool_layers
@@ -168,8 +176,11 @@ def _split_note(split: MoeSplit, weights: Weights | None) -> str:
                                 ("embedding", "embed"), ("LM head", "head"))
              if (n := split.role_tp(role)) != split.tp and role in present]
     if split.ep > 1:
-        local = experts_on_busiest_rank(num_experts, split.ep)
-        experts = (f"routed experts spread over {split.ep} GPUs ({local} of {num_experts} per "
+        slots = num_experts + split.redundant
+        local = experts_on_busiest_rank(slots, split.ep)
+        of = (f"{num_experts} + {split.redundant} redundant" if split.redundant
+              else f"{num_experts}")
+        experts = (f"routed experts spread over {split.ep} GPUs ({local} of {of} per "
                    "layer on the busiest)"
                    + (f", each split over {split.moe_tp}" if split.moe_tp > 1 else ", each whole"))
     else:
@@ -198,7 +209,9 @@ def plan_layout(req: FitRequest) -> FitResult:
 
     total = req.total_memory_bytes or req.gpu.memory_driver_total_bytes
     dflt_tokens, dflt_seqs = serve_defaults(total, req.gpu.name)
-    mnbt = req.max_num_batched_tokens or dflt_tokens
+    mnbt = (req.max_num_batched_tokens or batched_dp_tokens(layout.name, layout.version,
+                                                            req.all2all, req.dp, req.ep)
+            or dflt_tokens)
     # --concurrency caps the engine (the launch line's --max-num-seqs), so the budget uses it
     mns = req.max_num_seqs or (cdiv(req.concurrency, req.dp) if req.concurrency else dflt_seqs)
     block, notes = _block_size(req, layout, model)
@@ -224,6 +237,7 @@ def plan_layout(req: FitRequest) -> FitResult:
                          "draft's experts live)", field="--draft-model")
     split = moe_split(layout.name, req.tp, req.dp, req.ep, req.num_experts,
                       expert_width(req.weights))
+    split, epm = _expert_memory(req, layout, split, mnbt)
     if req.dp > 1 or req.ep > 1:
         notes.append(_split_note(split, req.weights))
     lookahead = req.draft.num_speculative_tokens if req.draft else 0
@@ -289,7 +303,10 @@ def plan_layout(req: FitRequest) -> FitResult:
             weights_overridden=req.weight_memory_bytes is not None,
             total_overridden=req.total_memory_bytes is not None,
             smi_total_mib=None if req.total_memory_bytes else req.gpu.memory_smi_total_mib,
-            attention_dp=req.dp if comm_tp > req.tp else 1)
+            attention_dp=req.dp if comm_tp > req.tp else 1,
+            ep_buffers_bytes=epm.buffer_bytes, ep_buffers_how=epm.buffer_how,
+            ep_transient_bytes=epm.transient_bytes, deepep_reserve_mib=epm.reserve_mib,
+            cuda_graphs=epm.cuda_graphs)
         budget = _budget(layout, inputs, last)
         costs = [c for i in rng for c in fp.layer_costs[i]]
         if last and draft_fp is not None:
@@ -305,7 +322,29 @@ def plan_layout(req: FitRequest) -> FitResult:
         plans.append(StagePlan(s, len(rng), budget, tuple(pls), nb, g))
 
     result = conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
-    return replace(result, split=split, start_block_size_tokens=start_block)
+    return replace(result, split=split, start_block_size_tokens=start_block, expert_memory=epm)
+
+
+def _expert_memory(req: FitRequest, layout: EngineLayout, split: MoeSplit,
+                   mnbt: int) -> tuple[MoeSplit, ExpertParallelMemory]:
+    """EPLB's redundant slots (into the split) and the expert-parallel buffers of a GPU."""
+    if not (req.eplb or req.redundant_experts is not None or req.all2all != "default"):
+        return split, NO_EP_MEMORY
+    if req.weights is None:
+        raise InputError("--eplb and --all2all need the model's parameter inventory (expert "
+                         "shapes); --weight-memory cannot say which weights are experts",
+                         field="--weight-memory")
+    check_all2all(layout.name, req.all2all, split.ep, req.gpu.nvlink_domain_gpus)
+    r = redundant_experts(layout.name, layout.version, req.num_experts, split.ep, req.eplb,
+                          req.redundant_experts, req.model.model_type, req.weight_format.scheme)
+    split = split._replace(redundant=r)
+    staging = expert_layer_bytes(req.weights, req.weight_format, split) if req.eplb else 0
+    epm = expert_parallel_memory(layout.name, layout.version, req.all2all,
+                                 hidden=req.model.hidden_size, experts=req.num_experts,
+                                 redundant=r, eplb=req.eplb, ep=split.ep,
+                                 stage_gpus=req.tp * req.dp, batched_tokens=mnbt,
+                                 staging_bytes=staging)
+    return split, epm
 
 
 def plan_fit(req: FitRequest) -> FitResult:

@@ -12,6 +12,7 @@ from ..core.model import Model
 from ..core.parallel import MoeSplit
 from ..core.weights import WeightFormat, Weights
 from ..engines import EngineLayout
+from ..engines.expert_buffers import ExpertParallelMemory
 from ..engines.kvpool import PoolGroups, PoolLayer
 from .footprint import Footprint
 
@@ -38,6 +39,9 @@ class FitRequest:
     dp: int = 1  # attention data-parallel ranks, each with its own sequences and KV pool
     ep: int = 1  # GPUs of a stage the routed experts are spread over (1: none)
     dcp: int = 1  # decode context parallel: GPUs of a rank's tp each sequence's tokens split over
+    eplb: bool = False  # expert-parallel load balancing (redundant expert slots, staging copy)
+    redundant_experts: int | None = None  # EPLB's extra slots per MoE layer (None: the engine's)
+    all2all: str = "default"  # kvplan.engines.expert_buffers.ALL2ALL
     kv_dtype: str = "auto"
     context_tokens: int = 8192
     max_model_len: int | None = None
@@ -112,6 +116,7 @@ class FitResult:
     suggestion_concurrency: int | None = None
     draft_footprint: Footprint | None = None  # the draft model's cache layers (last stage)
     split: MoeSplit | None = None  # how a stage's GPUs hold the tensors (None: plain TP)
+    expert_memory: ExpertParallelMemory | None = None  # EPLB / DeepEP (None: not planned)
     suggested: FitResult | None = None  # the plan of ``suggestion`` (its launch lines)
     #: the attention block before a hybrid's unification raised it (the ``--block-size`` a
     #: vLLM line passes, so that every release starts from the planned block)

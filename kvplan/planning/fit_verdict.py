@@ -51,7 +51,8 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
     target = req.concurrency or 1
     per_rank, conc = conc, conc * req.dp  # each DP rank holds its own sequences
     fits = budget.kv_pool_bytes > 0 and conc >= target
-    over = _given_pool_overflow(req, [p.budget for p in plans])
+    over = (_given_pool_overflow(req, [p.budget for p in plans])
+            or next((p.budget.overflow for p in plans if p.budget.overflow), None))
     if over:  # the pool cannot be allocated: it holds no sequence
         fits, verdict, per_rank, conc = False, over, 0, 0
     elif budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:

@@ -19,6 +19,12 @@ from ..core.errors import KvplanError, ParallelismError
 from ..core.weights import WeightFormat, expert_width
 from ..engines import get_engine
 from ..engines.base import STATE_KINDS, version_tuple
+from ..engines.expert_buffers import (
+    check_all2all,
+    redundant_experts,
+    sglang_buffers,
+    vllm_buffers,
+)
 from ..engines.parallel_rules import moe_split
 from ..engines.vllm_memory import default_utilization
 from .fit_search import search_words
@@ -221,6 +227,7 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
         parts += ["--enable-expert-parallel"]
     if req.dcp > 1:
         parts += ["--decode-context-parallel-size", str(req.dcp)]
+    parts += _vllm_expert_flags(r)
     if planned:
         # the block the plan starts from, always: vLLM 0.34 moved its default from 16 to 64,
         # and a hybrid's larger block is vLLM's own rounding of it (not passed)
@@ -237,6 +244,59 @@ def vllm_command(r: FitResult, sequences: int | None = None) -> str:
                 "num_speculative_tokens": req.draft.num_speculative_tokens}
         parts += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
     return _line(_env(r, "vllm"), parts, comment)
+
+
+def _eplb_slots(r: FitResult) -> int | None:
+    """EPLB's redundant slots as planned (None: no EPLB)."""
+    m = r.expert_memory
+    return m.redundant_experts if m is not None and m.eplb else None
+
+
+def _vllm_expert_flags(r: FitResult) -> list[str]:
+    """``--enable-eplb --eplb-config`` (the redundant count always explicit: its default
+    moved from 0 to "the fewest that divide" in 0.34) and ``--all2all-backend``."""
+    out = []
+    if (slots := _eplb_slots(r)) is not None:
+        out += ["--enable-eplb", "--eplb-config",
+                json.dumps({"num_redundant_experts": slots}, separators=(",", ":"))]
+    if r.request.all2all != "default":
+        out += ["--all2all-backend", r.request.all2all]
+    return out
+
+
+#: kvplan's all-to-all names -> SGLang's --deepep-mode
+SGLANG_DEEPEP_MODE = {"deepep_high_throughput": "normal", "deepep_low_latency": "low_latency",
+                      "deepep_auto": "auto"}
+
+
+def _sglang_expert_flags(r: FitResult) -> list[str]:
+    out = []
+    if (slots := _eplb_slots(r)) is not None:
+        out += ["--enable-eplb"] + (["--ep-num-redundant-experts", str(slots)] if slots else [])
+    if r.request.all2all != "default":
+        out += ["--moe-a2a-backend", "deepep", "--deepep-mode",
+                SGLANG_DEEPEP_MODE[r.request.all2all]]
+    return out
+
+
+def _check_expert_options(name: str, r: FitResult) -> None:
+    """The planned EPLB / all-to-all choice under engine ``name``'s rules (raises)."""
+    req, m = r.request, r.expert_memory
+    if m is None or (not m.eplb and req.all2all == "default"):
+        return
+    split = r.split
+    ep = split.ep if split else req.ep
+    layout = r.layout if r.layout.name == name else get_engine(name)
+    check_all2all(name, req.all2all, ep, req.gpu.nvlink_domain_gpus)
+    if name == "vllm":
+        vllm_buffers(layout.version, req.all2all, req.model.hidden_size, m.physical_experts, ep,
+                     r.max_num_batched_tokens)
+    if name == "sglang":
+        sglang_buffers(req.all2all, req.model.hidden_size, m.physical_experts, ep,
+                       req.tp * req.dp)
+    redundant_experts(name, layout.version, req.num_experts, ep, m.eplb,
+                      m.redundant_experts if m.eplb else None, req.model.model_type,
+                      req.weight_format.scheme)
 
 
 def _sglang_dp_flags(r: FitResult, dp_attention: bool) -> list[str]:
@@ -270,6 +330,7 @@ def sglang_command(r: FitResult, sequences: int | None = None) -> str:
         parts += _sglang_dp_flags(r, dp_attention)
     if req.ep > 1:
         parts += ["--ep-size", str(req.ep)]
+    parts += _sglang_expert_flags(r)
     if r.layout.name == "sglang":
         b = r.budget
         fraction = b.usable_bytes / max(b.total_bytes - b.runtime_overhead_bytes, 1)
@@ -349,6 +410,7 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
             if req.dcp > 1 and name != "vllm":
                 raise ParallelismError(f"decode context parallelism is modelled for vLLM only "
                                        f"({name}'s is not read by kvplan)", field="dcp")
+            _check_expert_options(name, r)
         except KvplanError as e:
             out[name] = f"# {e.detail}"
             continue

@@ -22,8 +22,20 @@ def _placement(r: FitResult) -> dict | None:
     return {"attention_tp": sp.tp, "mlp_tp": sp.role_tp("mlp"),
             "shared_expert_tp": sp.role_tp("shared"), "embedding_tp": sp.role_tp("embed"),
             "lm_head_tp": sp.role_tp("head"), "moe_tp": sp.moe_tp, "ep": sp.ep,
-            "routed_experts": experts,
-            "routed_experts_per_gpu": experts_on_busiest_rank(experts, sp.ep) if experts else 0}
+            "routed_experts": experts, "redundant_experts": sp.redundant,
+            "routed_experts_per_gpu": (experts_on_busiest_rank(experts + sp.redundant, sp.ep)
+                                       if experts else 0)}
+
+
+def _expert_memory(r: FitResult) -> dict | None:
+    """EPLB and the all-to-all backend as planned (None: neither asked)."""
+    m = r.expert_memory
+    if m is None or (not m.eplb and m.all2all == "default" and not m.redundant_experts):
+        return None
+    return {"eplb": m.eplb, "redundant_experts": m.redundant_experts,
+            "physical_experts": m.physical_experts, "all2all": m.all2all,
+            "buffer_bytes": m.buffer_bytes, "buffer_in_reserve": m.in_reserve,
+            "rebalance_staging_bytes": m.transient_bytes, "how": m.buffer_how}
 
 
 def fit_record(r: FitResult) -> dict:
@@ -43,6 +55,7 @@ def fit_record(r: FitResult) -> dict:
         "dcp": req.dcp,
         "gpus": req.gpus,
         "placement": _placement(r),
+        "expert_parallel": _expert_memory(r),
         "kv_dtype": r.kv_format,
         "weight_dtype": req.weight_format.name,
         "context_tokens": req.context_tokens,
