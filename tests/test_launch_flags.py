@@ -114,3 +114,24 @@ def test_every_launch_line_parses(name):
             checked += 1
     if checked == 0:
         pytest.skip("no layout of these setups plans (parameter inventory, limits)")
+
+
+@pytest.mark.parametrize("engine, all2all", [("vllm", "deepep_low_latency"),
+                                             ("vllm", "deepep_high_throughput"),
+                                             ("vllm", "default"),
+                                             ("sglang", "deepep_auto"),
+                                             ("sglang", "deepep_high_throughput")])
+def test_eplb_and_deepep_lines_parse(engine, all2all):
+    model = load_model("deepseek-v3")
+    req = FitRequest(model=model, weights=weight_inventory(model),
+                     weight_format=weight_format(model, None), gpu=load_gpu("h200"),
+                     engine=engine, dp=8, ep=8, eplb=True, redundant_experts=8, all2all=all2all,
+                     context_tokens=8192, search=False, concurrency=16)
+    lines = launch_commands(plan_fit(req))
+    for name in ("vllm", "sglang"):
+        line = lines[name]
+        if line.startswith("#"):
+            assert name == "vllm" and all2all == "deepep_auto"
+            continue
+        assert problems(name, line) == [], (name, line)
+        assert "--enable-eplb" in line

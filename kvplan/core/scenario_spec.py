@@ -45,6 +45,9 @@ class Serving:
     #: expert-parallel degrees; None ("search"): 1 and tp x dp, the two every engine runs
     eps: tuple[int, ...] | None = (1,)
     dcps: tuple[int, ...] = (1,)  # decode context parallel GPUs (of tp), vLLM
+    eplb: bool = False  # expert-parallel load balancing (kvplan.engines.expert_buffers)
+    redundant_experts: int | None = None
+    all2all: str = "default"
     dp_search: bool = False  # dps came from "search": a dense model plans dp 1 only
     kv_dtypes: tuple[str, ...] = ("auto",)
     weight_dtype: str | None = None

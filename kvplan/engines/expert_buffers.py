@@ -35,7 +35,11 @@ workspace. The DeepEP kernels take EP groups of 2, 4 or a multiple of 8 GPUs.
   ``get_rdma_buffer_size_hint``, with the per-EP-size dispatch and combine configs of
   ``Buffer.get_dispatch_config`` / ``get_combine_config`` and 20 SMs = 10 channels):
   NVL ``10 x nvl_ranks x (4 (2 rdma_ranks + 3) + recv_tokens x (2H + 8 + 1,024 + 512 + 512))``
-  rounded up to 128 B, RDMA (only past 8 ranks) likewise with ``rdma_ranks`` and a x2.
+  rounded up to 128 B; RDMA (only past 8 ranks) ``10 x rdma_ranks x (144 + recv x (2H + 8 +
+  1,024 + 512 + 512 + 16) x 2)`` with recv rounded up to a multiple of the send tokens.
+  DeepSeek-V3 (2H = 14,336 B) at EP 8: 10 x 8 x (20 + 256 x 16,392) = 335,709,760 ->
+  335,709,824 B NVL, no RDMA; EP 16: NVL 377,673,984 B, RDMA 10 x 2 x (144 + 140 x 32,816)
+  = 91,887,680 -> 91,887,744 B.
 - vLLM (``distributed/device_communicators/all2all.py``; ``--all2all-backend``, from 0.12):
   ``deepep_high_throughput`` takes ``VLLM_DEEPEP_BUFFER_SIZE_MB`` = 1,024 MiB of NVL memory,
   and as much RDMA memory when the group spans nodes; ``deepep_low_latency`` 1,024 MiB NVL
@@ -75,11 +79,15 @@ VLLM_BATCHED_DP_TOKENS = 256  # DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP (0
 SGLANG_LL_TOKENS = 128  # SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK
 SGLANG_DEEPEP_RESERVE_MIB = 2048  # reserve_for_deepep_a2a_mb
 NUM_SMS = 20  # deep_ep.Buffer.num_sms
-#: (dispatch, combine) num_max_nvl_chunked_recv_tokens and num_max_rdma_chunked_recv_tokens
-#: of Buffer.get_dispatch_config / get_combine_config, by EP size (identical for both)
-NORMAL_RECV_TOKENS = {2: (256, 128), 4: (256, 128), 8: (256, 128), 16: (288, 128),
-                      24: (288, 128), 32: (288, 128), 64: (288, 128), 128: (560, 128),
-                      144: (720, 128), 160: (720, 128)}
+#: Buffer.get_dispatch_config / get_combine_config by EP size: (num_max_nvl_chunked_recv_tokens,
+#: num_max_rdma_chunked_send_tokens, num_max_rdma_chunked_recv_tokens) of each
+NORMAL_CONFIGS = {
+    2: ((256, 6, 128), (256, 6, 128)), 4: ((256, 6, 128), (256, 6, 128)),
+    8: ((256, 6, 128), (256, 6, 128)), 16: ((288, 20, 128), (288, 12, 128)),
+    24: ((288, 32, 128), (288, 8, 128)), 32: ((288, 32, 128), (288, 8, 128)),
+    64: ((288, 28, 128), (288, 20, 128)), 128: ((560, 32, 128), (560, 12, 128)),
+    144: ((720, 12, 128), (720, 8, 128)), 160: ((720, 12, 128), (720, 8, 128)),
+}
 #: kvplan weight schemes whose vLLM MoE method has supports_eplb
 VLLM_EPLB_SCHEMES = ("dense", "fp8", "fp8_channel", "fp8_block", "fp8_modelopt", "mxfp4",
                      "nvfp4")
@@ -109,20 +117,23 @@ def low_latency_rdma_bytes(tokens: int, hidden: int, experts: int) -> int:
 
 def normal_buffer_bytes(hidden_bytes: int, ranks: int) -> tuple[int, int]:
     """(NVL, RDMA) bytes of DeepEP's normal mode for ``ranks`` GPUs: the larger of the dispatch
-    and combine configs' hints (their receive-token counts are equal)."""
-    if ranks not in NORMAL_RECV_TOKENS:
-        _refuse(f"DeepEP's normal mode has configs for EP {sorted(NORMAL_RECV_TOKENS)} only "
+    and combine configs' hints. ``Config`` first rounds the RDMA receive tokens up to a
+    multiple of the RDMA send tokens (EP 16 dispatch: 128 -> 140)."""
+    if ranks not in NORMAL_CONFIGS:
+        _refuse(f"DeepEP's normal mode has configs for EP {sorted(NORMAL_CONFIGS)} only "
                 f"(Buffer.get_dispatch_config), not {ranks}", field="ep")
-    nvl_tokens, rdma_tokens = NORMAL_RECV_TOKENS[ranks]
     channels = NUM_SMS // 2
     rdma_ranks, nvl_ranks = max(ranks // 8, 1), min(ranks, 8)
     per_token = hidden_bytes + 8 + 128 * 8 + 128 * 4 + 128 * 4  # data, source meta, top-k, scales
-    nvl = channels * nvl_ranks * ((2 * rdma_ranks + 3) * 4 + nvl_tokens * per_token)
-    rdma = 0
-    if ranks > 8:
-        rdma = channels * rdma_ranks * ((8 * 2 + 2) * 2 * 4
-                                        + rdma_tokens * (per_token + 16) * 2)
-    return _align(nvl, 128), _align(rdma, 128)
+    nvl = rdma = 0
+    for nvl_recv, rdma_send, rdma_recv in NORMAL_CONFIGS[ranks]:
+        nvl = max(nvl, _align(channels * nvl_ranks * ((2 * rdma_ranks + 3) * 4
+                                                      + nvl_recv * per_token), 128))
+        if ranks > 8:
+            recv = _align(rdma_recv, rdma_send)
+            rdma = max(rdma, _align(channels * rdma_ranks * ((8 * 2 + 2) * 2 * 4
+                                                             + recv * (per_token + 16) * 2), 128))
+    return nvl, rdma
 
 
 @dataclass(frozen=True)
@@ -201,15 +212,15 @@ def redundant_experts(engine: str, version: str, experts: int, ep: int, eplb: bo
             _refuse(f"vLLM allows at most 1,023 redundant experts (MAX_EXPERT_REDUNDANCY), "
                     f"got {redundant:,}")
         if (experts + redundant) % ep:
-            _refuse(f"vLLM's EPLB needs the {experts} + {redundant} redundant experts to divide "
-                    f"by ep ({ep}): \"EPLB currently only supports even distribution of experts "
-                    "across ranks\"")
+            _refuse(f"vLLM's EPLB needs the {experts} + {redundant} redundant = "
+                    f"{experts + redundant} expert slots to divide by ep ({ep}): \"EPLB "
+                    "currently only supports even distribution of experts across ranks\"")
         return redundant
     if engine == "sglang":
         redundant = redundant or 0
         if (experts + redundant) % ep:
-            _refuse(f"SGLang needs the {experts} + {redundant} redundant experts to divide by "
-                    f"ep ({ep}): assert num_physical_experts % ep_size == 0 "
+            _refuse(f"SGLang needs the {experts} + {redundant} redundant = {experts + redundant} "
+                    f"expert slots to divide by ep ({ep}): assert num_physical_experts % ep_size == 0 "
                     "(eplb/expert_location.py)")
         return redundant
     _refuse(f"kvplan models EPLB for vllm and sglang, not {engine} (TensorRT-LLM's MoE load "

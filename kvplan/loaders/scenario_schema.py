@@ -50,6 +50,10 @@ class ServingIn(_M):
     dp: Annotated[Any, BeforeValidator(v.search_ints(None))] = (1,)  # None: "search"
     ep: Annotated[Any, BeforeValidator(v.search_ints(None))] = (1,)  # None: "search"
     dcp: Annotated[Any, BeforeValidator(v.search_ints((1, 2, 4, 8)))] = (1,)
+    eplb: Annotated[bool, Field(strict=True)] = False
+    redundant_experts: Annotated[int, Field(strict=True, ge=0, le=1023)] | None = None
+    all2all: Literal["default", "deepep_high_throughput", "deepep_low_latency",
+                     "deepep_auto"] = "default"
     kv_dtype: Names = ("auto",)
     weight_dtype: str | None = None
     block_size: PosInt | None = None

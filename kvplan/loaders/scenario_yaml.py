@@ -79,7 +79,8 @@ def _convert(d: ScenarioIn, path: Path, trace, names: dict[str, Any]) -> Scenari
         request_rate_per_s=w.request_rate, concurrent_requests=w.concurrent_requests)
     s = d.serving
     serving = Serving(engines=s.engine, tps=s.tp, pps=s.pp, dps=s.dp or SEARCH_DP, eps=s.ep,
-                      dcps=s.dcp,
+                      dcps=s.dcp, eplb=s.eplb, redundant_experts=s.redundant_experts,
+                      all2all=s.all2all,
                       dp_search=s.dp is None, kv_dtypes=s.kv_dtype,
                       weight_dtype=s.weight_dtype, block_size_tokens=s.block_size,
                       utilization=s.gpu_memory_utilization,

@@ -93,7 +93,9 @@ SCENARIO_KEYS = {"--allow-emulated": "serving.allow_emulated: true",
                  "--weight-memory": "a weight "
                  "figure (not available in a scenario)", "--pp": "serving.pp", "--tp": "serving.tp",
                  "--dp": "serving.dp", "--ep": "serving.ep",
-                 "--dcp": "serving.dcp",
+                 "--dcp": "serving.dcp", "--eplb": "serving.eplb: true",
+                 "--redundant-experts": "serving.redundant_experts",
+                 "--all2all": "serving.all2all",
                  "--engine": "serving.engine", "--kv-dtype": "serving.kv_dtype",
                  "--block-size": "serving.block_size", "--max-model-len": "serving.max_model_len",
                  "--max-num-seqs": "serving.max_num_seqs",
@@ -207,7 +209,8 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
                                          "keeps each MoE group within one node"))
             continue
         req = FitRequest(model=model, weights=weights, weight_format=wfmt, gpu=gpu, engine=engine,
-                         tp=tp, pp=pp, dp=cand.dp, ep=cand.ep, dcp=cand.dcp, kv_dtype=kv,
+                         tp=tp, pp=pp, dp=cand.dp, ep=cand.ep, dcp=cand.dcp, eplb=s.eplb,
+                         redundant_experts=s.redundant_experts, all2all=s.all2all, kv_dtype=kv,
                          context_tokens=max_len, max_model_len=max_len,
                          utilization=s.utilization, max_num_batched_tokens=s.max_num_batched_tokens,
                          max_num_seqs=s.max_num_seqs, block_size_tokens=s.block_size_tokens,
