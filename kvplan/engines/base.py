@@ -117,6 +117,8 @@ class EngineLayout:
     applies_checkpoint_kv_scheme: bool | None = None
     #: model type -> why the engine stores its KV in the model dtype whatever --kv-dtype says
     model_dtype_kv_only: dict[str, str] = field(default_factory=dict, hash=False)
+    #: KV format -> why the engine refuses it on MLA models
+    mla_refused_kv_formats: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def label(self) -> str:
@@ -263,6 +265,10 @@ class EngineLayout:
         if why and format_name != self.auto_kv_dtype(model.dtype, model.model_type):
             raise InputError(f"{self.label} keeps {model.model_type!r} KV in the model dtype: "
                              f"{why}; plan it with --kv-dtype auto", field="--kv-dtype")
+        refused = self.mla_refused_kv_formats.get(format_name.split(":", 1)[0])
+        if refused and any(s.kind == "mla" for s in model.cache_layers):
+            raise InputError(f"{self.label} refuses KV format {format_name} for MLA models such "
+                             f"as {model.name}: {refused}", field="--kv-dtype")
 
     # ---- options ----------------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ FIRST_RELEASE: dict[str, str | None] = {
                      "gemma3n_text", "mimo_v2_flash", "minimax_m2", "nemotron-nas", "step3_text"),
                     None),
 }
+#: KV formats vLLM refuses on MLA models, from 0.21 (not in 0.20's config/vllm.py)
+MLA_REFUSED = {"nvfp4": "the plain nvfp4 layout (head_size / 2 + head_size / 16) does not apply "
+                        "to MLA (vllm/config/vllm.py validate_nvfp4_kv_cache_with_mla; use fp8, "
+                        "auto, or nvfp4_ds_mla, which kvplan does not model)"}
 #: Model types vLLM has never served (not in any registry read).
 UNSERVED = {"bailing_moe_linear": "Ring-linear-2.0's BailingMoeLinearV2ForCausalLM is not in "
                                   "vLLM's registry; SGLang serves it"}
@@ -107,4 +111,5 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
                              "in mimo_v2_flash.py; not measured)"},
         applies_checkpoint_kv_scheme=True,
         unserved_model_types=UNSERVED,
+        mla_refused_kv_formats=MLA_REFUSED if version_tuple(version) >= (0, 21) else {},
     )
