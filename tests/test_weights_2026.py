@@ -165,3 +165,35 @@ def test_nvfp4_dense_projection_bytes():
     ts = [Tensor(name=f"self_attn.{p}_proj.weight", rows=r, cols=8192, layer=0, linear=True,
                  shard="column") for p, r in (("q", 8192), ("k", 1024), ("v", 1024))]
     assert sum(fmt.tensor_bytes(t) for t in ts) == 47_185_944
+
+
+def test_mimo_v2_flash_parameters_by_hand():
+    """MiMo-V2-Flash (Xiaomi: "309B total, 15B active"), counted as vLLM's mimo_v2.py builds it:
+    hybrid_layer_pattern gives 9 full-attention layers (64 q heads, 4 KV heads, head 192, V 128)
+    and 39 sliding-window ones (64 / 8 KV heads, + a 64-entry attention sink); moe_layer_freq
+    gives 47 MoE layers (fp32 router 256 x 4096 + fp32 score bias 256 + 256 experts of
+    3 x 4096 x 2048) and 1 dense MLP (3 x 4096 x 16384); no shared experts."""
+    m = load("XiaomiMiMo__MiMo-V2-Flash.json")
+    w = kvplan.weight_inventory(m)
+    h = 4096
+    full = 64 * 192 * h + 4 * 192 * h + 4 * 128 * h + h * 64 * 128  # 89,128,960
+    swa = 64 * 192 * h + 8 * 192 * h + 8 * 128 * h + h * 64 * 128 + 64  # 94,371,904
+    expert = 3 * h * 2048
+    moe = 256 * h + 256 + 256 * expert
+    total = 2 * 152_576 * h + 9 * full + 39 * swa + 47 * moe + 3 * h * 16_384 + 48 * 2 * h + h
+    assert total == w.params_total == 308_778_780_864  # 309B
+    assert w.params_active == total - 47 * 248 * expert == 15_445_936_320  # 15B
+    assert (w.num_experts, w.experts_per_token) == (256, 8)
+    # the router is fp32 in vLLM (moe_router_dtype default float32), outside the fp8 format
+    router = next(t for t in w.tensors if t.name == "mlp.router.weight")
+    assert router.dtype == "fp32" and not router.linear
+
+
+def test_mimo_v2_flash_refuses_what_vllm_does_not_build():
+    with pytest.raises(kvplan.ConfigError, match="add_full_attention_sink_bias"):
+        kvplan.weight_inventory(load("XiaomiMiMo__MiMo-V2-Flash.json",
+                                     add_full_attention_sink_bias=True))
+    with pytest.raises(kvplan.ConfigError, match="n_shared_experts"):
+        kvplan.weight_inventory(load("XiaomiMiMo__MiMo-V2-Flash.json", n_shared_experts=1))
+    with pytest.raises(kvplan.ConfigError, match="moe_layer_freq"):
+        kvplan.weight_inventory(load("XiaomiMiMo__MiMo-V2-Flash.json", moe_layer_freq=1))

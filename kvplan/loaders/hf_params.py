@@ -47,7 +47,7 @@ SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen
              "kimi_k2", "mamba", "falcon_mamba", "mamba2", "mamba_ssm", "jamba", "falcon_h1",
              "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "deepseek_v32", "glm_moe_dsa",
              "glm4_moe_lite", "minimax_m2", "nemotron-nas", "kimi_linear", "qwen3_5_text",
-             "qwen3_5_moe_text"}
+             "qwen3_5_moe_text", "mimo_v2_flash"}
 QWEN35 = {"qwen3_5_text", "qwen3_5_moe_text"}
 #: MTP blocks whose checkpoint keeps no embed_tokens / shared_head.head copies of their own
 #: (GLM-5.x: the published totals count the MTP block's decoder layer and eh_proj only).
@@ -91,6 +91,8 @@ class _Inventory:
             qkv_bias = o_bias = True
         elif self.mt in ("falcon", "RefinedWeb", "RefinedWebModel"):
             qkv_bias = o_bias = f.flag("bias", False)
+        elif self.mt == "mimo_v2_flash":  # vLLM mimo_v2.py: o_proj bias-free
+            qkv_bias, o_bias = f.flag("attention_bias"), False
         else:  # llama-style attention_bias; GptOssConfig defaults it to True
             qkv_bias = o_bias = f.flag("attention_bias", self.mt == "gpt_oss")
         gated = self.mt == "qwen3_next" or (self.mt in QWEN35 and f.flag("attn_output_gate"))
@@ -108,6 +110,12 @@ class _Inventory:
             self.norm(f"{prefix}.k_norm", kv * spec.head_dim_k)
         if self.mt == "gpt_oss":
             self.add(f"{prefix}.sinks", spec.num_attention_heads, shard="column")
+        if self.mt == "mimo_v2_flash":
+            if f.flag("add_full_attention_sink_bias", False):
+                raise f.error("add_full_attention_sink_bias", "true: vLLM's mimo_v2.py builds "
+                              "sinks on the sliding-window layers only; pass --weight-memory")
+            if isinstance(spec, SlidingWindow) and f.flag("add_swa_attention_sink_bias", False):
+                self.add(f"{prefix}.attention_sink_bias", spec.num_attention_heads, shard="column")
         if self.mt == "minimax_m2" and f.flag("use_qk_norm"):  # per_layer: over every head
             if f.raw("qk_norm_type", "per_layer") != "per_layer":
                 raise f.error("qk_norm_type", f"{f.raw('qk_norm_type')!r} is not counted (vLLM's "
@@ -239,9 +247,11 @@ class _Inventory:
 
     def moe(self, experts: int, top_k: int, inter: int, *, shared: int = 0,
             shared_gate: bool = False, router_bias: bool = False, expert_bias: bool = False,
-            score_bias: bool = False, score_bias_dtype: str | None = "fp32") -> None:
+            score_bias: bool = False, score_bias_dtype: str | None = "fp32",
+            router_dtype: str | None = None) -> None:
         self.num_experts, self.top_k = experts, top_k
-        self.linear("mlp.router", experts, self.hidden, "replicated", router_bias, quantized=False)
+        self.linear("mlp.router", experts, self.hidden, "replicated", router_bias, quantized=False,
+                    **({"dtype": router_dtype} if router_dtype else {}))
         if score_bias:  # an fp32 buffer in most checkpoints and in vLLM (bf16 in Kimi-Linear's)
             self.add("mlp.router.e_score_correction_bias", experts, dtype=score_bias_dtype)
         self.mlp("mlp.experts", inter, bias=expert_bias, count=experts, expert=True)
@@ -323,6 +333,22 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
                                      "noaux_tc") == "noaux_tc")  # DeepseekV3Config default
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
+    elif mt == "mimo_v2_flash":  # vLLM mimo_v2.py is_moe_layer: moe_layer_freq[i] truthy
+        freq = f.raw("moe_layer_freq")
+        if not isinstance(freq, list) or len(freq) != f.num_layers() or any(
+                x not in (0, 1) for x in freq):
+            raise f.error("moe_layer_freq", "must be a list of 0 / 1 per layer (vLLM's "
+                          "MiMo-V2 reads it so)")
+        if f.raw("n_shared_experts") not in (None, 0):
+            raise f.error("n_shared_experts", "shared experts are not counted for MiMo-V2 "
+                          "(vLLM's mimo_v2.py builds none); pass --weight-memory")
+        if freq[i]:
+            inv.moe(f.integer("n_routed_experts"), f.integer("num_experts_per_tok"),
+                    f.integer("moe_intermediate_size"), score_bias=True,
+                    router_dtype=_torch_dtype(f.raw("moe_router_dtype", "float32"), f,
+                                              "moe_router_dtype"))
+        else:
+            inv.mlp("mlp", f.integer("intermediate_size"))
     elif mt == "gpt_oss":
         inv.moe(f.integer("num_local_experts"), f.integer("num_experts_per_tok",
                 "experts_per_token"), f.integer("intermediate_size"), router_bias=True,
@@ -371,6 +397,13 @@ def _nas_intermediate(ffn: dict, hidden: int, f: Fields, i: int) -> int:
     if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0:
         raise f.error(f"block_configs[{i}].ffn.ffn_mult", f"expected a positive number, got {mult!r}")
     return cdiv(int(2 * mult * hidden / 3), 256) * 256
+
+
+def _torch_dtype(name, f: Fields, key: str) -> str:
+    dtypes = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    if name not in dtypes:
+        raise f.error(key, f"{name!r}: expected one of {', '.join(dtypes)}")
+    return dtypes[name]
 
 
 def _norms(inv: _Inventory, block: tuple) -> None:
