@@ -520,6 +520,14 @@ def test_qwen3_vl_moe_text_config():
     assert kv_footprint(m, [1], tp=8).layers[0].bytes_per_token_per_rank == 2 * 1 * 128 * BF16
 
 
+@covers("Qwen__Qwen3-VL-8B-Instruct.json")
+def test_qwen3_vl_text_config():
+    m = load("Qwen__Qwen3-VL-8B-Instruct.json")
+    # text_config qwen3_vl_text: 36 layers, 8 KV heads x head_dim 128
+    assert m.model_type == "qwen3_vl_text"
+    assert kv_footprint(m, [1]).bytes_per_token == 36 * 2 * 8 * 128 * BF16 == 147_456
+
+
 @covers("zai-org__GLM-4.7-FP8.json")
 def test_glm47_is_plain_gqa():
     m = load("zai-org__GLM-4.7-FP8.json")

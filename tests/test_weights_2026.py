@@ -197,3 +197,26 @@ def test_mimo_v2_flash_refuses_what_vllm_does_not_build():
         kvplan.weight_inventory(load("XiaomiMiMo__MiMo-V2-Flash.json", n_shared_experts=1))
     with pytest.raises(kvplan.ConfigError, match="moe_layer_freq"):
         kvplan.weight_inventory(load("XiaomiMiMo__MiMo-V2-Flash.json", moe_layer_freq=1))
+
+
+def qwen3_vl_tower(out: int) -> int:
+    """Qwen3-VL's vision tower (vLLM qwen3_vl.py), width 1152, MLP 4304, 27 blocks, 16 x 16 x 2
+    patches of 3 channels, 2304 learned positions, 2 x 2 merge (4608 wide), the merger and
+    three deepstack mergers (deepstack_visual_indexes [8, 16, 24]) to the text width ``out``."""
+    d, inter, merged = 1152, 4304, 4 * 1152
+    block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (inter * d + inter) + (d * inter + d)
+    merger = lambda norm: norm + merged * (merged + 1) + out * (merged + 1)  # noqa: E731
+    return (d * 3 * 2 * 16 * 16 + d + 2304 * d + 27 * block + merger(2 * d)
+            + 3 * merger(2 * merged))
+
+
+@pytest.mark.parametrize("name, text_total, out, total", [
+    # text parts: Qwen3-30B-A3B and Qwen3-8B (their published safetensors totals, pinned in
+    # tests/test_params.py and by the Hub); totals: the Hub's 31.1B and 8.77B
+    ("Qwen__Qwen3-VL-30B-A3B-Instruct.json", 30_532_122_624, 2048, 31_070_754_032),
+    ("Qwen__Qwen3-VL-8B-Instruct.json", 8_190_735_360, 4096, 8_767_123_696),
+])
+def test_qwen3_vl_text_and_tower(name, text_total, out, total):
+    w = kvplan.weight_inventory(load(name))
+    assert qwen3_vl_tower(out) == total - text_total
+    assert w.params_total == text_total + qwen3_vl_tower(out) == total

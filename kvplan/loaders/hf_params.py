@@ -36,7 +36,7 @@ VOCAB_DEFAULTS = {"jamba": 65536}
 LAYERNORM_BIAS = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "phi"}
 QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"}
 QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next", "qwen3_5_text",
-           "qwen3_5_moe_text"}
+           "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
 FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 PARALLEL_BLOCK = {"cohere", "cohere2", "gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel"}
 UNGATED_MLP = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "nemotron_h"}
@@ -47,7 +47,9 @@ SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen
              "kimi_k2", "mamba", "falcon_mamba", "mamba2", "mamba_ssm", "jamba", "falcon_h1",
              "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "deepseek_v32", "glm_moe_dsa",
              "glm4_moe_lite", "minimax_m2", "nemotron-nas", "kimi_linear", "qwen3_5_text",
-             "qwen3_5_moe_text", "mimo_v2_flash"}
+             "qwen3_5_moe_text", "mimo_v2_flash", "qwen3_vl_text", "qwen3_vl_moe_text"}
+#: Qwen3-VL style vision towers (``model.visual``) under these text configs
+QWEN_VL_TOWER = {"qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
 QWEN35 = {"qwen3_5_text", "qwen3_5_moe_text"}
 #: MTP blocks whose checkpoint keeps no embed_tokens / shared_head.head copies of their own
 #: (GLM-5.x: the published totals count the MTP block's decoder layer and eh_proj only).
@@ -295,7 +297,7 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
                     score_bias=True, score_bias_dtype=None)
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
-    elif mt in ("qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe_text"):
+    elif mt in ("qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe_text", "qwen3_vl_moe_text"):
         step = f.integer("decoder_sparse_step", default=1, why="Qwen MoE config default")
         dense_layers = set(f.array("mlp_only_layers") or [])
         if i in dense_layers or (i + 1) % step:
@@ -474,15 +476,13 @@ def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
     """Qwen3.5's vision encoder (Qwen3-VL style ``model.visual``): a Conv3d patch embedding
     with bias, learned position embeddings, ``depth`` blocks (two LayerNorms, qkv and proj with
     biases, a two-layer MLP with biases) and the patch merger (LayerNorm, fc1 over the merged
-    patches, fc2 to the text width). Qwen3.5-27B: 460,730,096."""
+    patches, fc2 to the text width), and Qwen3-VL's deepstack mergers. Qwen3.5-27B: 460,730,096;
+    Qwen3-VL-30B-A3B: 538,631,408."""
     d, inter, depth = v.integer("hidden_size"), v.integer("intermediate_size"), v.integer("depth")
     patch, temporal = v.integer("patch_size"), v.integer("temporal_patch_size")
     channels = v.integer("in_channels", default=3, why="RGB")
     merged = d * v.integer("spatial_merge_size") ** 2
     out = v.integer("out_hidden_size")
-    if v.array("deepstack_visual_indexes"):
-        raise v.error("deepstack_visual_indexes", "deepstack mergers are not counted yet; pass "
-                      "--weight-memory")
     inv.add("vision.patch_embed.proj.weight", d, channels * temporal * patch * patch)
     inv.add("vision.patch_embed.proj.bias", d)
     inv.add("vision.pos_embed.weight", v.integer("num_position_embeddings"), d)
@@ -491,6 +491,13 @@ def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
     inv.add("vision.merger.norm", 2 * d)
     inv.add("vision.merger.linear_fc1", merged, merged + 1)
     inv.add("vision.merger.linear_fc2", out, merged + 1)
+    # Qwen3-VL's deepstack mergers (vLLM qwen3_vl.py deepstack_merger_list): one per index,
+    # LayerNorm after the shuffle (over the merged width), fc1 and fc2 with biases
+    stack = len(v.array("deepstack_visual_indexes") or [])
+    if stack:
+        inv.add("vision.deepstack_merger.norm", 2 * merged, count=stack)
+        inv.add("vision.deepstack_merger.linear_fc1", merged, merged + 1, count=stack)
+        inv.add("vision.deepstack_merger.linear_fc2", out, merged + 1, count=stack)
 
 
 def weight_inventory(model: Model) -> Weights:
@@ -586,11 +593,11 @@ def weight_inventory(model: Model) -> Weights:
         read.append(Fields(vision, model.source, "vision_config."))
         _siglip_tower(inv, read[-1], hidden)
         notes.append("vision tower (SigLIP) and projector counted; kept in the model dtype")
-    elif f.prefix and isinstance(vision, dict) and mt in QWEN35:
+    elif f.prefix and isinstance(vision, dict) and mt in QWEN_VL_TOWER:
         inv.place = "embed"
         read.append(Fields(vision, model.source, "vision_config."))
         _qwen_vision_tower(inv, read[-1])
-        notes.append("vision tower (Qwen3-VL style) and merger counted; kept in the model dtype")
+        notes.append("vision tower (Qwen3-VL style) and mergers counted; kept in the model dtype")
     elif f.prefix:
         notes.append("vision/audio towers of this multimodal model are not counted")
     if mt == "minimax_m2" and f.flag("use_mtp"):  # vLLM's minimax_m2.py loads no MTP weights
