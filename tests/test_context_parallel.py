@@ -130,3 +130,13 @@ def test_dcp_refusals_on_rocm_and_with_a_draft(capsys):
 def test_fit_json_layouts_carry_dcp(capsys):
     d = fit_json(capsys, "deepseek-v3", "--gpu", "h200", "--tp", "8", "--dcp", "8", "-c", "32k")
     assert d["launch_layout"] == {"tp": 8, "pp": 1, "dp": 1, "ep": 1, "dcp": 8, "suggested": False}
+
+
+def test_size_takes_dcp(capsys):
+    assert run(["size", "deepseek-v3", "--tp", "8", "--dcp", "8", "-c", "32k", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    # the whole latent once (61 x 576 x 2 B per token), 1/8 of it on each GPU
+    assert d["sequences"][0]["total_bytes"] == 32768 * LATENT * LAYERS == 2_302_672_896
+    assert d["sequences"][0]["per_gpu_bytes"] == 287_834_112
+    assert "tp_size=8 must be divisible by dcp_size=3" in fail(
+        capsys, "size", "deepseek-v3", "--tp", "8", "--dcp", "3")

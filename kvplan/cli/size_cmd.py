@@ -36,6 +36,9 @@ def size(
     v_dtype: Annotated[str | None, typer.Option("--v-dtype", help="Format for V only.")] = None,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")] = 1,
+    dcp: Annotated[int, typer.Option("--dcp", help="Decode context parallel (vLLM "
+                                     "--decode-context-parallel-size): each sequence's tokens "
+                                     "split over this many of the --tp GPUs.")] = 1,
     context: Annotated[list[str] | None, typer.Option(
         "--context", "-c", help="Context length(s): 4096, 4k, 32k, 128k, 1M (k = 1024); "
         "repeatable or comma-separated. Default 4k,32k,128k.")] = None,
@@ -60,7 +63,8 @@ def size(
     m = load_model(model, revision=revision, token=token, refresh=refresh,
                    assume_standard_attention=assume_standard_attention)
     fp = kv_footprint(m, contexts, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp,
-                      pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype)
+                      pp=pp, block_size_tokens=block_size, engine=engine, state_dtype=state_dtype,
+                      dcp=dcp)
     def render() -> None:
         from .render import render_size
 
