@@ -67,3 +67,61 @@ def test_a_domain_without_a_stated_nic_is_refused(capsys):
     out, err = capsys.readouterr()
     assert out == "" and "Traceback" not in err
     assert "span NVLink domains of 72, and the GPU spec gives no scale_out bandwidth" in err
+
+
+def test_cross_domain_latency_per_call_by_hand():
+    """Each collective over more GPUs than a domain adds Efficiency.cross_domain_latency_s:
+    DeepSeek-V3 at TP 16 on H200s (61 layers, 2 all-reduces each: 122 calls, every one over
+    2 domains) pays 122 x 23 us = 2.806 ms more per decode step; TP 8 pays nothing."""
+    from kvplan.core.perf import decode_step, step_terms
+
+    sm = dsv3_step("h200", 8)
+    wide = replace(sm, tp=16)
+    lat = 23e-6
+    for m, calls in ((sm, 0), (wide, 122)):
+        assert step_terms(m, 8, 4096).cross_calls == calls
+        slow = replace(m, efficiency=replace(m.efficiency, cross_domain_latency_s=lat))
+        assert decode_step(slow, 8, 4096).seconds - decode_step(m, 8, 4096).seconds == \
+            pytest.approx(calls * lat)
+    # attention DP 16 with EP 16 over two nodes: the 58 MoE layers' dispatch and combine cross
+    dp = dsv3_step("h200", 1, dp=8, ep=8)
+    assert step_terms(dp, 8, 4096).cross_calls == 0
+    assert step_terms(replace(dp, dp=16, ep=16), 8, 4096).cross_calls == 2 * 58
+
+
+def test_cross_domain_file_is_read_and_checked(tmp_path, monkeypatch):
+    import json
+
+    from kvplan.core.errors import KvplanError
+    from kvplan.loaders.serving_calibration import cross_domain_latency
+
+    (tmp_path / "cross_domain").mkdir()
+    path = tmp_path / "cross_domain" / "latency.json"
+    monkeypatch.setenv("KVPLAN_CALIBRATION_PATH", str(tmp_path))
+    monkeypatch.delenv("KVPLAN_CALIBRATIONS", raising=False)
+    path.write_text(json.dumps({"schema": "kvplan-cross-domain-calibration", "version": 1,
+                                "cross_domain_latency_s": 2.3e-5,
+                                "provenance": {"rows_fit": 120}}))
+    value, label = cross_domain_latency()
+    assert value == 2.3e-5 and "23 us" in label and "120 measured rows" in label
+    for bad in ('{"schema": "x"}', "[1", json.dumps({"schema": "kvplan-cross-domain-calibration",
+                                                     "cross_domain_latency_s": -1})):
+        path.write_text(bad)
+        with pytest.raises(KvplanError):
+            cross_domain_latency()
+    monkeypatch.setenv("KVPLAN_CALIBRATIONS", "off")
+    assert cross_domain_latency() is None
+
+
+def test_shipped_fit_is_held_out_by_model():
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parents[1] / "calibrations" / "cross_domain"
+                      / "latency.json").read_text())
+    prov = doc["provenance"]
+    assert "DeepSeek-R1" in prov["fit"] and prov["rows_fit"] > 0 and prov["rows_held_out"] > 0
+    held = prov["report"]["held_out"]["tpot"]
+    # the term must improve the rows it never saw
+    assert held["after"]["median_abs_error"] < held["before"]["median_abs_error"]
+    assert 0 < doc["cross_domain_latency_s"] < 1e-3

@@ -67,6 +67,9 @@ class Efficiency:
     #: (users / num_prompts); a property of the benchmark harness the rows came from
     startup_share: float = 0.0
     calibrated: bool = False  # fitted on measured serving runs (source names them)
+    #: added latency of each collective call that leaves the NVLink domain (NIC, switch, the
+    #: inter-node NCCL protocol); fitted apart (``calibrations/cross_domain/latency.json``)
+    cross_domain_latency_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,8 @@ def allreduce_s(m: StepModel, tokens):
     bw = m.link_bytes_per_s * m.efficiency.interconnect
     per_call = m.efficiency.allreduce_latency_s + 2 * (m.tp - 1) / m.tp * message / bw \
         * cross_domain_factor(m, m.tp, False)
+    if m.domain_gpus and m.tp > m.domain_gpus:
+        per_call = per_call + m.efficiency.cross_domain_latency_s
     return 2 * m.layers * per_call
 
 
@@ -225,6 +230,7 @@ class StepTerms:
     comm_bytes: Any
     sequences: Any = 0.0  # sequences decoding in the step
     attn_flops: Any = 0.0  # attention's FLOPs (decode and prompt), apart from the GEMMs'
+    cross_calls: Any = 0.0  # of comm_calls, those over more GPUs than one NVLink domain
 
 
 def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> StepTerms:
@@ -233,12 +239,15 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
     tokens = batch + prefill_tokens
     moe_tokens = tokens * m.dp  # every DP rank's tokens meet in each MoE layer
     calls = 0.0 if m.tp == 1 else 2.0 * m.layers
+    cross = calls if m.domain_gpus and m.tp > m.domain_gpus else 0.0
     ring = 0.0 if m.tp == 1 else 2 * (m.tp - 1) / m.tp
     comm_bytes = calls * ring * tokens * m.hidden_size * m.activation_bytes_per_element \
         * cross_domain_factor(m, m.tp, False)
     if m.dp > 1:  # dispatch (all-gather) and combine (reduce-scatter) over the tp x dp GPUs
         group = m.tp * m.dp
         calls = calls + 2.0 * m.moe_layers
+        if m.domain_gpus and group > m.domain_gpus:
+            cross = cross + 2.0 * m.moe_layers
         comm_bytes = comm_bytes + (m.moe_layers * 2 * (group - 1) / group * moe_tokens
                                    * m.hidden_size * m.activation_bytes_per_element
                                    * cross_domain_factor(m, group, True))
@@ -255,7 +264,8 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
         comm_calls=calls + 0.0 * tokens,
         comm_bytes=comm_bytes,
         sequences=batch + 0.0 * tokens,
-        attn_flops=attn_flops)
+        attn_flops=attn_flops,
+        cross_calls=cross + 0.0 * tokens)
 
 
 def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
@@ -279,7 +289,7 @@ def step_time(m: StepModel, t: StepTerms, e: Efficiency | None = None) -> Step:
     compute_s = t.dense_flops / peak + t.attn_flops / (peak * e.attention) + t.expert_flops / (
         peak * e.moe)
     comm_s = t.comm_calls * e.allreduce_latency_s + t.comm_bytes / (
-        m.link_bytes_per_s * e.interconnect)
+        m.link_bytes_per_s * e.interconnect) + t.cross_calls * e.cross_domain_latency_s
     seconds = e.step_overhead_s + e.sequence_overhead_s * t.sequences + _max(memory_s, compute_s) \
         + comm_s
     return Step(seconds, memory_s, compute_s, comm_s,

@@ -91,3 +91,45 @@ def serving_calibration(gpu: str, engine: str) -> Efficiency | None:
         if path.is_file():
             return read_calibration(path)[0]
     return None
+
+
+CROSS_SCHEMA = "kvplan-cross-domain-calibration"
+CROSS_FILE = Path("cross_domain") / "latency.json"
+
+
+def read_cross_domain(path: Path) -> tuple[float, str]:
+    """(seconds per collective call that leaves an NVLink domain, label naming the file and
+    its fit) from a file written by ``benchmarks/fit_cross_domain.py``."""
+    from .files import read_text
+
+    text = read_text(path, CalibrationFileError)
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise CalibrationFileError(f"corrupt ({type(e).__name__})", source=str(path)) from None
+    if not isinstance(doc, dict) or doc.get("schema") != CROSS_SCHEMA:
+        raise CalibrationFileError(f"not a kvplan cross-domain calibration (schema "
+                                   f"{CROSS_SCHEMA!r})", source=str(path), field="schema")
+    v = doc.get("cross_domain_latency_s")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or not 0 <= v <= 0.1:
+        raise CalibrationFileError(f"expected seconds in [0, 0.1], got {v!r}", source=str(path),
+                                   field="cross_domain_latency_s")
+    prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
+    held = prov.get("held_out") if isinstance(prov.get("held_out"), dict) else {}
+    label = (f"cross-domain call latency {v * 1e6:.0f} us ({CROSS_FILE}: "
+             f"{prov.get('rows_fit', '?')} measured rows, held-out TPOT median error "
+             f"{held.get('tpot_median_abs_error', '?')})")
+    return float(v), label
+
+
+def cross_domain_latency() -> tuple[float, str] | None:
+    """The fitted latency of a collective call over more GPUs than one NVLink domain, or None
+    (none shipped, or calibrations off)."""
+    if os.environ.get("KVPLAN_CALIBRATIONS", "").lower() == "off":
+        return None
+    for folder in calibration_dirs():
+        path = folder / CROSS_FILE
+        if path.is_file():
+            return read_cross_domain(path)
+    return None

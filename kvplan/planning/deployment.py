@@ -48,10 +48,13 @@ def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
     harness run for the GPU, else kvplan's defaults with the GPU YAML's overrides, labelled
     uncalibrated; ``hbm``/``flops`` given by the user replace those two terms."""
     from ..loaders.calibration import measured_efficiency
-    from ..loaders.serving_calibration import serving_calibration
+    from ..loaders.serving_calibration import cross_domain_latency, serving_calibration
 
     base = (serving_calibration(gpu.key, engine) if engine else None) or \
         measured_efficiency(gpu.key) or spec_efficiency(gpu)
+    cross = cross_domain_latency() if base.calibrated else None
+    if cross is not None:  # only calibrated figures take it: the roofline has no latencies
+        base = replace(base, cross_domain_latency_s=cross[0], source=f"{base.source}; {cross[1]}")
     if not base.calibrated:
         base = replace(base, source=f"{base.source}; uncalibrated: no serving calibration for "
                        f"{gpu.key}{' ' + engine if engine else ''}, so time figures are the "

@@ -366,7 +366,8 @@ def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = Non
         "1 / (mean prefill time + mean output tokens x decode step / batch) requests per second.",
         "Roofline: decode step = fixed cost per step + max(bytes / (HBM x efficiency), FLOPs / "
         "(peak x efficiency)), routed experts at the MoE factor, + tensor-parallel all-reduces "
-        "(and with DCP its three exchanges per attention layer); "
+        "(and with DCP its three exchanges per attention layer; calibrated, each collective that "
+        "leaves the NVLink domain adds a fitted latency, docs/cross-domain-fit.md); "
         "prefill in chunks of max_num_batched_tokens, attending to cached tokens too; TTFT adds "
         "the host's time (see docs/perf.md and docs/calibration.md; uncalibrated, the fixed "
         "cost and host time are 0).",
