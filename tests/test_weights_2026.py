@@ -220,3 +220,24 @@ def test_qwen3_vl_text_and_tower(name, text_total, out, total):
     w = kvplan.weight_inventory(load(name))
     assert qwen3_vl_tower(out) == total - text_total
     assert w.params_total == text_total + qwen3_vl_tower(out) == total
+
+
+def test_glm4_moe_by_hand_and_refusal_of_the_abbreviated_config():
+    """GLM-4.x (``glm4_moe``, vLLM glm4_moe.py): GQA with q/k/v biases (attention_bias), no
+    o_proj bias, per-head q/k norms (use_qk_norm), 3 dense layers then MoE with an fp32 router
+    and score bias, one shared expert. The vendored GLM-4.7 config is abbreviated: it omits
+    both keys, whose transformers defaults (false) would undercount, so it is refused; stated,
+    the count is exact."""
+    with pytest.raises(kvplan.ConfigError, match="attention_bias"):
+        kvplan.weight_inventory(load("zai-org__GLM-4.7-FP8.json"))
+    m = load("zai-org__GLM-4.7-FP8.json", attention_bias=True, use_qk_norm=True)
+    w = kvplan.weight_inventory(m)
+    h, heads, kv, d = 5120, 96, 8, 128
+    attn = (heads * d * h + heads * d) + 2 * (kv * d * h + kv * d) + h * heads * d + 2 * d
+    expert = 3 * h * 1536
+    moe = 160 * h + 160 + 160 * expert + expert  # router, score bias, routed, shared
+    total = 2 * 151_552 * h + h + 92 * (attn + 2 * h) + 3 * 3 * h * 12_288 + 89 * moe
+    assert w.params_total == total == 352_797_829_024
+    assert w.params_active == total - 89 * 152 * expert
+    router = next(t for t in w.tensors if t.name == "mlp.router.weight")
+    assert router.dtype == "fp32"

@@ -47,7 +47,8 @@ SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen
              "kimi_k2", "mamba", "falcon_mamba", "mamba2", "mamba_ssm", "jamba", "falcon_h1",
              "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "deepseek_v32", "glm_moe_dsa",
              "glm4_moe_lite", "minimax_m2", "nemotron-nas", "kimi_linear", "qwen3_5_text",
-             "qwen3_5_moe_text", "mimo_v2_flash", "qwen3_vl_text", "qwen3_vl_moe_text"}
+             "qwen3_5_moe_text", "mimo_v2_flash", "qwen3_vl_text", "qwen3_vl_moe_text",
+             "glm4_moe"}
 #: Qwen3-VL style vision towers (``model.visual``) under these text configs
 QWEN_VL_TOWER = {"qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
 QWEN35 = {"qwen3_5_text", "qwen3_5_moe_text"}
@@ -55,7 +56,8 @@ QWEN35 = {"qwen3_5_text", "qwen3_5_moe_text"}
 #: (GLM-5.x: the published totals count the MTP block's decoder layer and eh_proj only).
 MTP_SHARES_EMBEDDINGS = {"glm_moe_dsa"}
 #: DeepSeek-style MoE decoders (first_k_dense_replace, moe_layer_freq, shared experts).
-DEEPSEEK_MOE = {"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite"}
+DEEPSEEK_MOE = {"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite",
+                "glm4_moe"}
 
 
 class _Inventory:
@@ -95,6 +97,8 @@ class _Inventory:
             qkv_bias = o_bias = f.flag("bias", False)
         elif self.mt == "mimo_v2_flash":  # vLLM mimo_v2.py: o_proj bias-free
             qkv_bias, o_bias = f.flag("attention_bias"), False
+        elif self.mt == "glm4_moe":  # vLLM glm4_moe.py: qkv bias per attention_bias, o_proj none
+            qkv_bias, o_bias = _stated_flag(f, "attention_bias"), False
         else:  # llama-style attention_bias; GptOssConfig defaults it to True
             qkv_bias = o_bias = f.flag("attention_bias", self.mt == "gpt_oss")
         gated = self.mt == "qwen3_next" or (self.mt in QWEN35 and f.flag("attn_output_gate"))
@@ -104,7 +108,7 @@ class _Inventory:
         self.linear(f"{prefix}.k_proj", kv * spec.head_dim_k, h, "kv", qkv_bias, kv_heads=kv)
         self.linear(f"{prefix}.v_proj", kv * spec.head_dim_v, h, "kv", qkv_bias, kv_heads=kv)
         self.linear(f"{prefix}.o_proj", h, spec.num_attention_heads * spec.head_dim_v, "row", o_bias)
-        if self.mt in QK_NORM:
+        if self.mt in QK_NORM or (self.mt == "glm4_moe" and _stated_flag(f, "use_qk_norm")):
             self.norm(f"{prefix}.q_norm", spec.head_dim_k)
             self.norm(f"{prefix}.k_norm", spec.head_dim_k)
         if self.mt in ("cohere", "cohere2") and f.flag("use_qk_norm"):
@@ -332,7 +336,8 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
             inv.moe(f.integer("n_routed_experts"), f.integer("num_experts_per_tok"), moe_inter,
                     shared=moe_inter * (f.opt_int("n_shared_experts", minimum=0) or 0),
                     score_bias=f.raw("topk_method", "greedy" if mt == "deepseek_v2" else
-                                     "noaux_tc") == "noaux_tc")  # DeepseekV3Config default
+                                     "noaux_tc") == "noaux_tc",  # DeepseekV3Config default
+                    router_dtype="fp32" if mt == "glm4_moe" else None)  # glm4_moe.py GateLinear
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
     elif mt == "mimo_v2_flash":  # vLLM mimo_v2.py is_moe_layer: moe_layer_freq[i] truthy
@@ -399,6 +404,15 @@ def _nas_intermediate(ffn: dict, hidden: int, f: Fields, i: int) -> int:
     if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0:
         raise f.error(f"block_configs[{i}].ffn.ffn_mult", f"expected a positive number, got {mult!r}")
     return cdiv(int(2 * mult * hidden / 3), 256) * 256
+
+
+def _stated_flag(f: Fields, key: str) -> bool:
+    """A true / false key the config must state: GLM-4.x's published configs set
+    attention_bias and use_qk_norm, and the transformers defaults (false) would undercount."""
+    if f.raw(key) is None:
+        raise f.error(key, "missing: the parameter count depends on it (the published configs "
+                      "state it; an abbreviated copy does not); pass --weight-memory")
+    return f.flag(key)
 
 
 def _torch_dtype(name, f: Fields, key: str) -> str:
