@@ -115,8 +115,8 @@ def read_cross_domain(path: Path) -> tuple[float, str]:
             or not 0 <= v <= 0.1:
         raise CalibrationFileError(f"expected seconds in [0, 0.1], got {v!r}", source=str(path),
                                    field="cross_domain_latency_s")
-    prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
-    held = prov.get("held_out") if isinstance(prov.get("held_out"), dict) else {}
+    prov: dict = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
+    held: dict = prov["held_out"] if isinstance(prov.get("held_out"), dict) else {}
     label = (f"cross-domain call latency {v * 1e6:.0f} us ({CROSS_FILE}: "
              f"{prov.get('rows_fit', '?')} measured rows, held-out TPOT median error "
              f"{held.get('tpot_median_abs_error', '?')})")
