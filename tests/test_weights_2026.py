@@ -241,3 +241,43 @@ def test_glm4_moe_by_hand_and_refusal_of_the_abbreviated_config():
     assert w.params_active == total - 89 * 152 * expert
     router = next(t for t in w.tensors if t.name == "mlp.router.weight")
     assert router.dtype == "fp32"
+
+
+def test_gemma4_26b_a4b_by_hand():
+    """Gemma-4 26B-A4B as vLLM allocates it (gemma4.py, gemma4_mm.py). Text: 25 sliding layers
+    (16 heads, 8 KV heads x 256) and 5 full ones (16 heads, 2 KV heads x 512, attention_k_eq_v:
+    the checkpoint has no v_proj there, vLLM's fused QKV still holds a V slot), q/k norms, a dense
+    MLP (2112) beside 128 experts (704, top 8) with the router's projection, scale and
+    per-expert scale, seven norms and a loaded layer_scalar per layer; tied embeddings. Vision:
+    27 bias-free layers of width 1152 (16 heads x 72, MLP 4304), 2 x 10240 position rows, the
+    standardize scale and bias, the projection to 2816. transformers 5.24.0 counts
+    25,805,933,872 parameters on the meta device (buffers apart): that, + 5 V slots
+    (2 x 512 x 2816 each) + 30 layer scalars + 2 x 1152 standardize values, is this total."""
+    w = kvplan.weight_inventory(kvplan.load_model("gemma-4-26b-a4b"))
+    h = 2816
+    sliding = (16 + 8 + 8) * 256 * h + h * 16 * 256 + 2 * 256
+    full = (16 + 2 + 2) * 512 * h + h * 16 * 512 + 2 * 512
+    expert = 3 * h * 704
+    layer = 3 * h * 2112 + 128 * h + h + 128 + 128 * expert + 7 * h + 1
+    text = 262_144 * h + h + 25 * sliding + 5 * full + 30 * layer
+    d = 1152
+    vision = (d * 3 * 16 * 16 + 2 * 10_240 * d + 27 * (4 * d * d + 2 * 72 + 3 * 4304 * d + 4 * d)
+              + 2 * d + h * d)
+    assert w.params_total == text + vision == 25_805_933_872 + 5 * 2 * 512 * h + 30 + 2 * d
+    assert w.params_active == w.params_total - 30 * 120 * expert
+    assert (w.num_experts, w.experts_per_token) == (128, 8)
+
+
+def test_gemma4_refuses_what_it_does_not_count():
+    base = json.loads((CONFIGS / "google__gemma-4-26B-A4B.json").read_text())
+    for key, value in (("num_kv_shared_layers", 4), ("hidden_size_per_layer_input", 256),
+                       ("enable_moe_block", False)):
+        cfg = json.loads(json.dumps(base))
+        cfg["text_config"][key] = value
+        m = kvplan.parse_config(cfg, name="g4", source="g4")
+        with pytest.raises(kvplan.ConfigError, match=key):
+            kvplan.weight_inventory(m)
+    cfg = json.loads(json.dumps(base))
+    cfg["audio_config"] = {"hidden_size": 1024}
+    with pytest.raises(kvplan.ConfigError, match="audio"):
+        kvplan.weight_inventory(kvplan.parse_config(cfg, name="g4", source="g4"))

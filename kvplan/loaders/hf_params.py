@@ -27,7 +27,8 @@ from .hf_config import text_fields
 from .weight_keys import unread_weight_keys
 
 #: transformers config-class defaults for ``tie_word_embeddings`` where the file may omit it.
-TIE_DEFAULTS = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True, "cohere": True,
+TIE_DEFAULTS = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": True,
+                "gemma4_text": True, "cohere": True,
                 "cohere2": True, "falcon": True, "RefinedWeb": True, "RefinedWebModel": True,
                 "mamba": True, "falcon_mamba": True, "mamba_ssm": True, "zamba2": True,
                 "granitemoehybrid": True}
@@ -37,7 +38,7 @@ LAYERNORM_BIAS = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "phi"}
 QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text"}
 QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "qwen3_next", "qwen3_5_text",
            "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
-FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4_text"}
 PARALLEL_BLOCK = {"cohere", "cohere2", "gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel"}
 UNGATED_MLP = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "nemotron_h"}
 SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
@@ -48,7 +49,7 @@ SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen
              "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "deepseek_v32", "glm_moe_dsa",
              "glm4_moe_lite", "minimax_m2", "nemotron-nas", "kimi_linear", "qwen3_5_text",
              "qwen3_5_moe_text", "mimo_v2_flash", "qwen3_vl_text", "qwen3_vl_moe_text",
-             "glm4_moe"}
+             "glm4_moe", "gemma4_text"}
 #: Qwen3-VL style vision towers (``model.visual``) under these text configs
 QWEN_VL_TOWER = {"qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
 QWEN35 = {"qwen3_5_text", "qwen3_5_moe_text"}
@@ -101,6 +102,9 @@ class _Inventory:
             qkv_bias, o_bias = _stated_flag(f, "attention_bias"), False
         else:  # llama-style attention_bias; GptOssConfig defaults it to True
             qkv_bias = o_bias = f.flag("attention_bias", self.mt == "gpt_oss")
+        if self.mt == "gemma4_text":
+            self.gemma4_attention(spec, qkv_bias)
+            return
         gated = self.mt == "qwen3_next" or (self.mt in QWEN35 and f.flag("attn_output_gate"))
         q_rows = spec.num_attention_heads * spec.head_dim_k * (2 if gated else 1)
         self.linear(f"{prefix}.q_proj", q_rows, h, "column", qkv_bias)
@@ -128,6 +132,26 @@ class _Inventory:
                               "MiniMax-M2 norms q and k over all heads: per_layer)")
             self.norm(f"{prefix}.q_norm", spec.num_attention_heads * spec.head_dim_k)
             self.norm(f"{prefix}.k_norm", kv * spec.head_dim_k)
+
+    def gemma4_attention(self, spec, bias: bool) -> None:
+        """Gemma-4 (vLLM gemma4.py ``Gemma4Attention``): q/k/v/o with the layer type's own
+        heads and head size, q and k norms with weights (v's has none). Full-attention layers
+        under ``attention_k_eq_v`` ship k_proj only, but vLLM's QKVParallelLinear still holds a
+        V slot (loaded with K): counted, as it takes memory. 26B-A4B, a full layer: 2 KV heads
+        x 512 x 2816 = 2,883,584 more."""
+        f, h = self.f, self.hidden
+        if f.opt_int("num_kv_shared_layers", minimum=0):
+            raise f.error("num_kv_shared_layers", "KV-sharing layers (Gemma-4 E models, q_proj "
+                          "only) are not counted; pass --weight-memory")
+        f.flag("attention_k_eq_v")
+        heads, kv = spec.num_attention_heads, spec.num_kv_heads
+        d = spec.head_dim_k
+        self.linear("self_attn.q_proj", heads * d, h, "column", bias)
+        self.linear("self_attn.k_proj", kv * d, h, "kv", bias, kv_heads=kv)
+        self.linear("self_attn.v_proj", kv * spec.head_dim_v, h, "kv", bias, kv_heads=kv)
+        self.linear("self_attn.o_proj", h, heads * spec.head_dim_v, "row", bias)
+        self.norm("self_attn.q_norm", d)
+        self.norm("self_attn.k_norm", d)
 
     def mla(self, spec: MultiHeadLatent) -> None:
         f, h = self.f, self.hidden
@@ -340,6 +364,29 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
                     router_dtype="fp32" if mt == "glm4_moe" else None)  # glm4_moe.py GateLinear
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
+    elif mt == "gemma4_text":  # vLLM gemma4.py Gemma4DecoderLayer
+        if f.opt_int("hidden_size_per_layer_input", minimum=0):
+            raise f.error("hidden_size_per_layer_input", "per-layer input embeddings (Gemma-4 E "
+                          "models) are not counted; pass --weight-memory")
+        if f.flag("use_double_wide_mlp"):
+            raise f.error("use_double_wide_mlp", "true: the double-wide MLP of KV-sharing layers "
+                          "is not counted; pass --weight-memory")
+        f.opt_int("vocab_size_per_layer_input")  # only with per-layer inputs (none here)
+        inv.mlp("mlp", f.integer("intermediate_size"))
+        experts = f.opt_int("num_experts")
+        if f.raw("enable_moe_block") is not None and f.flag("enable_moe_block") != bool(experts):
+            raise f.error("enable_moe_block", f"{f.raw('enable_moe_block')} disagrees with "
+                          f"num_experts = {experts} (vLLM builds the MoE block when num_experts "
+                          "is set)")
+        if experts:  # the router (scale, per-expert scale, projection) and the experts, beside
+            # the dense MLP, with three more norms
+            inv.moe(experts, f.integer("top_k_experts"), f.integer("moe_intermediate_size"))
+            inv.add("router.scale", inv.hidden)
+            inv.add("router.per_expert_scale", experts)
+            for name in ("post_feedforward_layernorm_1", "post_feedforward_layernorm_2",
+                         "pre_feedforward_layernorm_2"):
+                inv.norm(name, inv.hidden)
+        inv.add("layer_scalar", 1)  # a loaded buffer
     elif mt == "mimo_v2_flash":  # vLLM mimo_v2.py is_moe_layer: moe_layer_freq[i] truthy
         freq = f.raw("moe_layer_freq")
         if not isinstance(freq, list) or len(freq) != f.num_layers() or any(
@@ -486,6 +533,35 @@ def _siglip_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
     inv.add("multi_modal_projector.mm_soft_emb_norm", h)
 
 
+def _gemma4_vision_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
+    """Gemma-4's vision encoder (transformers ``Gemma4VisionModel``, which vLLM runs through
+    ``AutoModel``, unsharded) and ``embed_vision``: a bias-free patch projection (3 x patch^2 in),
+    two position tables (x and y) of ``position_embedding_size`` rows, per layer bias-free
+    q/k/v/o, q and k norms, a gated MLP and four norms, the standardize scale and bias, and the
+    projection to the text width (its pre-norm has no weight). 26B-A4B: 568,768,560 + 2,304."""
+    h, inter = v.integer("hidden_size"), v.integer("intermediate_size")
+    heads, d = v.integer("num_attention_heads"), v.integer("head_dim")
+    kv = v.integer("num_key_value_heads")
+    if v.flag("attention_bias"):
+        raise v.error("attention_bias", "true: vision attention biases are not counted")
+    if v.flag("use_clipped_linears"):
+        raise v.error("use_clipped_linears", "true: clipped linears' bounds are not counted; "
+                      "pass --weight-memory")
+    patch, count = v.integer("patch_size"), v.integer("num_hidden_layers")
+    v.opt_int("global_head_dim")  # the vision layers are all alike (head_dim)
+    inv.add("vision.patch_embedder.input_proj", h, 3 * patch * patch)
+    inv.add("vision.patch_embedder.position_embedding_table", 2 * v.integer(
+        "position_embedding_size"), h)
+    inv.add("vision.layers.self_attn.qkv", (heads + 2 * kv) * d, h, count=count)
+    inv.add("vision.layers.self_attn.o_proj", h, heads * d, count=count)
+    inv.add("vision.layers.self_attn.qk_norms", 2 * d, count=count)
+    inv.add("vision.layers.mlp", 3 * inter, h, count=count)
+    inv.add("vision.layers.norms", 4 * h, count=count)
+    if v.flag("standardize"):
+        inv.add("vision.std_scale_bias", 2 * h)
+    inv.add("embed_vision.embedding_projection", text_hidden, h)
+
+
 def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
     """Qwen3.5's vision encoder (Qwen3-VL style ``model.visual``): a Conv3d patch embedding
     with bias, learned position embeddings, ``depth`` blocks (two LayerNorms, qkv and proj with
@@ -607,6 +683,15 @@ def weight_inventory(model: Model) -> Weights:
         read.append(Fields(vision, model.source, "vision_config."))
         _siglip_tower(inv, read[-1], hidden)
         notes.append("vision tower (SigLIP) and projector counted; kept in the model dtype")
+    elif f.prefix and isinstance(vision, dict) and mt == "gemma4_text" \
+            and vision.get("model_type") == "gemma4_vision":
+        if model.config.get("audio_config") is not None:
+            raise ConfigError("Gemma-4's audio tower is not counted; pass --weight-memory",
+                              source=model.source, field="audio_config")
+        inv.place = "embed"
+        read.append(Fields(vision, model.source, "vision_config."))
+        _gemma4_vision_tower(inv, read[-1], hidden)
+        notes.append("vision tower (Gemma-4) and its projection counted; kept in the model dtype")
     elif f.prefix and isinstance(vision, dict) and mt in QWEN_VL_TOWER:
         inv.place = "embed"
         read.append(Fields(vision, model.source, "vision_config."))
