@@ -79,13 +79,20 @@ def test_vllm_deepep_low_latency_and_eplb_on_deepseek_v3(capsys):
     assert buffers == 1_073_741_984 + 3_816_818_816 + 33_554_432
     assert ll["memory"]["ep_buffers_bytes"] == buffers
     assert base["memory"]["ep_buffers_bytes"] == 0
-    # the activation peak is the sampler's either way (2,045,313,024 B), so the pool loses
-    # exactly the buffers
-    assert ll["memory"]["activation_bytes"] == base["memory"]["activation_bytes"]
-    assert base["memory"]["kv_pool_bytes"] - ll["memory"]["kv_pool_bytes"] == buffers
-    # sequences (docs/fit.md's table): 104 -> 88 (LL) -> 80 (+ EPLB staging) -> 48 (R = 32)
-    assert (base["max_concurrency"], ll["max_concurrency"], eplb["max_concurrency"],
-            r32["max_concurrency"]) == (104, 88, 80, 48)
+    # vLLM then caps max_num_seqs at max_num_batched_tokens: 1,024 -> 256, and the sampler's
+    # warm-up (the activation peak) is 15.45 B x 256 x 129,280 vocab = 511,328,256 B instead of
+    # 15.45 x 1,024 x 129,280 = 2,045,313,024 B
+    assert ll["max_num_seqs"] == 256 and base["max_num_seqs"] == 1024
+    assert ll["memory"]["activation_bytes"] == 511_328_256
+    assert base["memory"]["activation_bytes"] == 2_045_313_024
+    pool = base["memory"]["kv_pool_bytes"] + (2_045_313_024 - 511_328_256) - buffers
+    assert ll["memory"]["kv_pool_bytes"] == pool == 28_051_432_949
+    # sequences (docs/fit.md's table): pool // (16-token block of 61 x 1,152 B) // 2,048 blocks
+    # per 32k sequence, x 8 ranks: 28,051,432,949 // 1,124,352 = 24,948 -> 12 -> 96
+    block16 = 16 * 61 * 1152
+    assert ll["max_concurrency"] == 8 * (pool // block16 // 2048) == 96
+    assert (base["max_concurrency"], eplb["max_concurrency"], r32["max_concurrency"]) == \
+        (104, 88, 48)
     # EPLB with vLLM 0.34's default: 256 % 8 == 0 -> no redundant slot, a staging copy of one
     # layer's 32 local experts = 32 x 44,050,944 = 1,409,630,208 B
     assert eplb["expert_parallel"]["redundant_experts"] == 0
@@ -196,3 +203,60 @@ def test_plan_takes_the_same_keys(tmp_path, capsys):
     p.write_text(SCENARIO.replace("all2all: deepep_low_latency", "all2all: pplx"))
     assert run(["plan", str(p)]) == 2
     assert "serving.all2all" in capsys.readouterr().err
+
+
+def test_review_fixes_rules(capsys):
+    # vLLM runs the all-to-all kernels only with DP (use_all2all_kernels): no buffer at dp 1
+    err = fail(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--ep", "8",
+               "--all2all", "deepep_low_latency")
+    assert "--dp > 1" in err
+    # vLLM refuses max_num_seqs above max_num_batched_tokens (256 under low-latency with DP)
+    err = fail(capsys, "fit", *DSV3, "--all2all", "deepep_low_latency", "--max-num-seqs", "1024")
+    assert "max_num_batched_tokens (256) >= max_num_seqs (1,024)" in err
+    # supports_eplb by release: ModelOpt NVFP4 MoE gained it in 0.13
+    err = fail(capsys, "fit", "qwen3-30b-a3b", "--gpu", "b200", "--dp", "4", "--ep", "4",
+               "--eplb", "--weight-dtype", "nvfp4", "--engine", "vllm@0.12")
+    assert "do not support EPLB" in err
+    assert run(["fit", "qwen3-30b-a3b", "--gpu", "b200", "--dp", "4", "--ep", "4", "--eplb",
+                "--weight-dtype", "nvfp4", "--engine", "vllm@0.13", "--json"]) == 0
+    capsys.readouterr()
+    # SGLang: EPLB needs the model's expert locations (Mixtral has none)
+    err = fail(capsys, "fit", "mixtral-8x7b-v0.1", "--gpu", "h200", "--dp", "8", "--ep", "8",
+               "--eplb", "--engine", "sglang")
+    assert "expert locations" in err
+    # DeepEP's normal mode takes at most 160 ranks
+    err = fail(capsys, "fit", "deepseek-v3", "--gpu", "h200", "--dp", "256", "--ep", "256",
+               "--all2all", "deepep_high_throughput")
+    assert "at most 160 ranks" in err
+    # redundant slots cannot be added to a given weight figure
+    err = fail(capsys, "fit", *DSV3, "--eplb", "--redundant-experts", "8", "--weight-memory",
+               "90GiB")
+    assert "--weight-memory" in err
+
+
+def test_sglang_redundant_slots_make_the_split_divide(capsys):
+    # Qwen3-30B-A3B: 128 experts do not divide by 6, 128 + 4 = 132 do (22 per GPU)
+    fail(capsys, "fit", "qwen3-30b-a3b", "--gpu", "h200", "--dp", "6", "--ep", "6",
+         "--engine", "sglang")
+    d = fit_json(capsys, "qwen3-30b-a3b", "--gpu", "h200", "--dp", "6", "--ep", "6",
+                 "--engine", "sglang", "--eplb", "--redundant-experts", "4")
+    assert d["placement"]["routed_experts_per_gpu"] == 132 // 6 == 22
+
+
+def test_vllm_low_latency_rounds_the_hidden_size_up(capsys):
+    # gpt-oss-120b: hidden 2,880 -> the kernel's 3,072; 128 experts, 256 tokens per rank
+    d = fit_json(capsys, "gpt-oss-120b", "--gpu", "h200", "--dp", "2", "--ep", "2",
+                 "--all2all", "deepep_low_latency")
+    scales = 3072 // 128
+    disp, comb = 16 + 2 * 3072, 4 * scales + 2 * 3072
+    send = recv = 128 * 256 * max(disp, comb)
+    rdma = (2 * send + 2 * recv + 2 * 512 + 128) // 128 * 128
+    assert d["expert_parallel"]["buffer_bytes"] == NVL_VLLM + rdma + WORKSPACE
+    assert "rounded up to 3,072" in d["expert_parallel"]["how"]
+
+
+def test_given_pool_counts_the_buffers(capsys):
+    d = fit_json(capsys, *DSV3, "--all2all", "deepep_low_latency", "--eplb",
+                 "--kv-cache-memory", "40GiB")
+    # 93.92 weights + 0.48 activation + 3.52 overhead + 5.90 buffers + 40 > 139.81 GiB
+    assert d["fits"] is False and "expert-parallel buffers" in d["verdict"]

@@ -23,7 +23,7 @@ expert slots, ``(E + R) / ep`` on each GPU, and ``(E + R) % ep`` must be 0:
 **DeepEP** (all-to-all kernels; DeepEP v1.2.1 ``csrc/config.hpp``, ``deep_ep/buffer.py``,
 ``csrc/deep_ep.cpp``). One process-wide buffer per GPU: ``nvl`` bytes of NVLink IPC memory
 (+ 160 B of peer pointers and barrier signals), ``rdma`` bytes of NVSHMEM memory, and a 32 MiB
-workspace. The DeepEP kernels take EP groups of 2, 4 or a multiple of 8 GPUs.
+workspace. The DeepEP kernels take EP groups of fewer than 8 GPUs or a multiple of 8.
 - Low-latency RDMA size, for ``T`` tokens per rank, hidden ``H`` and ``E`` physical experts
   (``get_low_latency_rdma_size_hint``): dispatch message ``16 + max(2H, H + 4 H/128)``,
   combine message ``4 H/128 + 2H``; send ``max(T x disp, E x T x comb)``, receive
@@ -88,9 +88,23 @@ NORMAL_CONFIGS = {
     64: ((288, 28, 128), (288, 20, 128)), 128: ((560, 32, 128), (560, 12, 128)),
     144: ((720, 12, 128), (720, 8, 128)), 160: ((720, 12, 128), (720, 8, 128)),
 }
-#: kvplan weight schemes whose vLLM MoE method has supports_eplb
-VLLM_EPLB_SCHEMES = ("dense", "fp8", "fp8_channel", "fp8_block", "fp8_modelopt", "mxfp4",
-                     "nvfp4")
+#: kvplan weight schemes whose vLLM MoE method has supports_eplb: 0.12 (unquantized, Fp8,
+#: compressed-tensors W8A8-FP8), 0.13 (+ ModelOpt NVFP4; kept for the unread 0.14-0.33),
+#: 0.34 (+ ModelOpt FP8, mxfp4)
+VLLM_EPLB_SCHEMES = {(0, 12): ("dense", "fp8", "fp8_channel", "fp8_block"),
+                     (0, 13): ("dense", "fp8", "fp8_channel", "fp8_block", "nvfp4"),
+                     (0, 34): ("dense", "fp8", "fp8_channel", "fp8_block", "fp8_modelopt",
+                               "mxfp4", "nvfp4")}
+#: hidden sizes vLLM's DeepEP low-latency path takes, the model's rounded up to the next
+#: (prepare_finalize/deepep_ll.py SUPPORTED_HIDDEN_SIZES)
+VLLM_LL_HIDDEN = (2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192)
+#: DeepEP's normal mode: at most NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS ranks (deep_ep.cpp)
+NORMAL_MAX_RANKS = 8 * 20
+#: model types whose SGLang model class gives EPLB its expert locations
+#: (get_model_config_for_expert_location; eplb/expert_location.py)
+SGLANG_EPLB = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "qwen2_moe",
+               "qwen3_moe", "qwen3_next", "qwen3_5_moe_text", "qwen3_vl_moe_text", "glm4_moe",
+               "glm4_moe_lite", "gpt_oss", "minimax_m2", "mimo_v2_flash", "nemotron_h"}
 #: model types whose vLLM model class does not implement MixtureOfExperts
 VLLM_NO_EPLB = {"gpt_oss": "gpt_oss.py"}
 
@@ -157,14 +171,14 @@ NO_EP_MEMORY = ExpertParallelMemory(physical_experts=0, redundant_experts=0, all
 
 
 def expert_parallel_memory(engine: str, version: str, all2all: str, *, hidden: int,
-                           experts: int, redundant: int, eplb: bool, ep: int,
+                           experts: int, redundant: int, eplb: bool, ep: int, dp: int,
                            stage_gpus: int, batched_tokens: int,
                            staging_bytes: int) -> ExpertParallelMemory:
     """The buffers of one stage's GPUs (``staging_bytes``: one MoE layer's experts on the
     busiest GPU, with the redundant slots)."""
     physical = experts + redundant
     if engine == "vllm":
-        total, how = vllm_buffers(version, all2all, hidden, physical, ep, batched_tokens)
+        total, how = vllm_buffers(version, all2all, hidden, physical, ep, batched_tokens, dp)
         if eplb:
             how = "; ".join(p for p in (how, f"EPLB staging copy of one MoE layer's local "
                                         f"experts {staging_bytes:,} B (eplb_state.py)") if p)
@@ -203,9 +217,11 @@ def redundant_experts(engine: str, version: str, experts: int, ep: int, eplb: bo
         if model_type in VLLM_NO_EPLB:
             _refuse(f"vLLM's {VLLM_NO_EPLB[model_type]} does not implement MixtureOfExperts: "
                     "--enable-eplb has no effect on this model")
-        if weight_scheme not in VLLM_EPLB_SCHEMES:
-            _refuse(f"vLLM's MoE kernels for {weight_scheme} weights do not support EPLB "
-                    "(supports_eplb is False: routed_experts.py raises NotImplementedError)")
+        schemes = next(s for v, s in sorted(VLLM_EPLB_SCHEMES.items(), reverse=True)
+                       if version_tuple(version) >= v)
+        if weight_scheme not in schemes:
+            _refuse(f"vLLM {version}'s MoE kernels for {weight_scheme} weights do not support "
+                    "EPLB (supports_eplb is False: the layer raises NotImplementedError)")
         if redundant is None:
             redundant = (ep - experts % ep) % ep if version_tuple(version) >= (0, 34) else 0
         if redundant > 1023:
@@ -217,6 +233,10 @@ def redundant_experts(engine: str, version: str, experts: int, ep: int, eplb: bo
                     "currently only supports even distribution of experts across ranks\"")
         return redundant
     if engine == "sglang":
+        if model_type not in SGLANG_EPLB:
+            _refuse(f"SGLang's {model_type!r} model gives EPLB no expert locations "
+                    "(get_model_config_for_expert_location; the expert distribution recorder "
+                    "asserts them)")
         redundant = redundant or 0
         if (experts + redundant) % ep:
             _refuse(f"SGLang needs the {experts} + {redundant} redundant = {experts + redundant} "
@@ -238,11 +258,15 @@ def batched_dp_tokens(engine: str, version: str, all2all: str, dp: int, ep: int)
 
 
 def vllm_buffers(version: str, all2all: str, hidden: int, physical_experts: int, ep: int,
-                 batched_tokens: int) -> tuple[int, str]:
+                 batched_tokens: int, dp: int) -> tuple[int, str]:
     """(bytes, derivation) of vLLM's DeepEP buffers (``batched_tokens``: the planned
     ``max_num_batched_tokens``)."""
     if all2all == "default":
         return 0, ""
+    if dp < 2:
+        _refuse("vLLM runs its all-to-all kernels only under data parallelism "
+                "(FusedMoEParallelConfig.use_all2all_kernels: EP and dp > 1): --all2all needs "
+                "--dp > 1", field="all2all")
     if all2all == "deepep_auto":
         _refuse("vLLM has no automatic DeepEP mode: use deepep_high_throughput or "
                 "deepep_low_latency", field="all2all")
@@ -262,10 +286,16 @@ def vllm_buffers(version: str, all2all: str, hidden: int, physical_experts: int,
         tokens, source = batched_tokens, "max_num_batched_tokens"
     else:
         tokens, source = VLLM_DP_CHUNK_TOKENS, "VLLM_MOE_DP_CHUNK_SIZE"
-    rdma = low_latency_rdma_bytes(tokens, hidden, physical_experts)
+    width = next((x for x in VLLM_LL_HIDDEN if x >= hidden), None)
+    if width is None:
+        _refuse(f"vLLM's DeepEP low-latency kernels take hidden sizes up to "
+                f"{VLLM_LL_HIDDEN[-1]:,}, not {hidden:,}", field="all2all")
+    rdma = low_latency_rdma_bytes(tokens, width, physical_experts)
     total = VLLM_DEEPEP_BUFFER_BYTES + NVL_META_BYTES + rdma + WORKSPACE_BYTES
+    rounded = f"hidden {hidden:,} rounded up to {width:,}" if width != hidden else \
+        f"hidden {hidden:,}"
     how = (f"DeepEP low-latency: NVL {VLLM_DEEPEP_BUFFER_BYTES:,} B + {NVL_META_BYTES} B + RDMA "
-           f"{rdma:,} B ({tokens:,} tokens per rank = {source}, hidden {hidden:,}, "
+           f"{rdma:,} B ({tokens:,} tokens per rank = {source}, {rounded}, "
            f"{physical_experts} experts) + workspace {WORKSPACE_BYTES:,} B")
     return total, how
 
@@ -310,6 +340,9 @@ def check_all2all(engine: str, all2all: str, ep: int, domain_gpus: int | None) -
     if ep > 8 and ep % 8:
         _refuse(f"DeepEP takes groups of fewer than 8 GPUs or a multiple of 8, not {ep} "
                 "(deep_ep.cpp: num_ranks % NUM_MAX_NVL_PEERS == 0)", field="ep")
+    if all2all != "deepep_low_latency" and ep > NORMAL_MAX_RANKS:
+        _refuse(f"DeepEP's normal (high-throughput) mode takes at most {NORMAL_MAX_RANKS} ranks, "
+                f"not {ep} (deep_ep.cpp)", field="ep")
     if domain_gpus is not None and domain_gpus > 8:
         _refuse("DeepEP over a multi-node NVLink domain (GB200 / GB300 NVL72: MNNVL) is not "
                 "modelled; kvplan reads its buffers for 8-GPU NVLink nodes", field="all2all")

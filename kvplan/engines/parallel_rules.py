@@ -75,7 +75,7 @@ def vllm_split(tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
     return MoeSplit(tp=tp, dp=dp, ep=ep, moe_tp=1, shared_tp=1 if tp > 1 and dp > 1 else 0)
 
 
-def sglang_split(tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
+def sglang_split(tp: int, dp: int, ep: int, num_experts: int, redundant: int = 0) -> MoeSplit:
     """SGLang (python/sglang/srt/server_args.py, runtime_context.py, models/deepseek_v2.py):
     ``--tp`` is every GPU of a stage (N = kvplan's tp x dp); ``--enable-dp-attention --dp D``
     gives attention ``N / D`` GPUs per rank; the MoE layer is split ``moe_tp = N / ep``
@@ -94,8 +94,9 @@ def sglang_split(tp: int, dp: int, ep: int, num_experts: int) -> MoeSplit:
         raise ParallelismError(f"SGLang splits each expert over tp / ep GPUs (moe_tp_size = "
                                f"tp_size // ep_size): ep={ep} must divide the {world} GPUs of "
                                "a stage", field="ep")
-    if num_experts % ep:
-        raise ParallelismError(f"SGLang's FusedMoE needs the {num_experts} experts to divide "
+    if (num_experts + redundant) % ep:  # FusedMoE gets the routed + redundant slots
+        slots = f"{num_experts} + {redundant} redundant" if redundant else f"{num_experts}"
+        raise ParallelismError(f"SGLang's FusedMoE needs the {slots} experts to divide "
                                f"by ep ({ep}): assert num_experts % moe_ep_size == 0", field="ep")
     if dp == 1:
         return MoeSplit(tp=tp, ep=ep, moe_tp=tp // ep)
@@ -134,11 +135,12 @@ RULES = {"vllm": vllm_split, "sglang": sglang_split, "trtllm": trtllm_split}
 
 
 def moe_split(engine: str, tp: int, dp: int, ep: int, num_experts: int,
-              expert_width: int = 0) -> MoeSplit:
+              expert_width: int = 0, redundant: int = 0) -> MoeSplit:
     """The placement ``engine`` gives ``tp x dp`` GPUs of a stage with ``ep`` expert ranks
     (``expert_width``: a routed expert's intermediate size, checked against its split)."""
     if engine in RULES:
-        split = RULES[engine](tp, dp, ep, num_experts)
+        split = (sglang_split(tp, dp, ep, num_experts, redundant) if engine == "sglang"
+                 else RULES[engine](tp, dp, ep, num_experts))
         return _split_experts(engine, split, expert_width) if dp > 1 or ep > 1 else split
     if dp == 1 and ep == 1:
         check_degree(tp, "tp")

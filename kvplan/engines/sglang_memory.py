@@ -50,6 +50,10 @@ def default_mem_fraction(total_bytes: int, tp: int, pp: int,
     ``2 x cuda_graph_max_bs`` graph reserve."""
     chunk, graph_bs = gpu_defaults(total_bytes, tp)
     gpu_mib = smi_total_mib or total_bytes // MiB
+    if gpu_mib < 1:
+        from ..core.errors import InputError
+        raise InputError(f"a GPU of {total_bytes:,} B has no whole MiB for SGLang's "
+                         "mem_fraction_static", field="--total-memory")
     reserved = (Fraction(512) + Fraction(3, 2) * max(chunk, 2048)
                 + (2 * graph_bs if cuda_graphs else 0) + Fraction(tp * pp * 1024, 8))
     if dp > 1:

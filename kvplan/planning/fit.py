@@ -214,6 +214,13 @@ def plan_layout(req: FitRequest) -> FitResult:
             or dflt_tokens)
     # --concurrency caps the engine (the launch line's --max-num-seqs), so the budget uses it
     mns = req.max_num_seqs or (cdiv(req.concurrency, req.dp) if req.concurrency else dflt_seqs)
+    if layout.name == "vllm":
+        if req.max_num_seqs is None and not req.concurrency:
+            mns = min(mns, mnbt)  # EngineArgs: max_num_seqs = min(default, max_num_batched_tokens)
+        elif mns > mnbt:
+            raise InputError(f"vLLM needs max_num_batched_tokens ({mnbt:,}) >= max_num_seqs "
+                             f"({mns:,}) (SchedulerConfig): pass --max-num-batched-tokens",
+                             field="--max-num-seqs" if req.max_num_seqs else "--concurrency")
     block, notes = _block_size(req, layout, model)
     start_block = block
     long_note = check_context(model, max_model_len, req.allow_long_max_model_len,
@@ -236,7 +243,8 @@ def plan_layout(req: FitRequest) -> FitResult:
         raise InputError("speculative decoding under --dp / --ep is not modelled (where the "
                          "draft's experts live)", field="--draft-model")
     split = moe_split(layout.name, req.tp, req.dp, req.ep, req.num_experts,
-                      expert_width(req.weights))
+                      expert_width(req.weights),
+                      redundant=(req.redundant_experts or 0) if req.eplb else 0)
     split, epm = _expert_memory(req, layout, split, mnbt)
     if req.dp > 1 or req.ep > 1:
         notes.append(_split_note(split, req.weights))
@@ -338,10 +346,14 @@ def _expert_memory(req: FitRequest, layout: EngineLayout, split: MoeSplit,
     r = redundant_experts(layout.name, layout.version, req.num_experts, split.ep, req.eplb,
                           req.redundant_experts, req.model.model_type, req.weight_format.scheme)
     split = split._replace(redundant=r)
+    if r and req.weight_memory_bytes is not None:
+        raise InputError(f"--weight-memory is used as given, so the {r} redundant expert slots "
+                         "per layer would be left out of it: drop --weight-memory or "
+                         "--redundant-experts", field="--weight-memory")
     staging = expert_layer_bytes(req.weights, req.weight_format, split) if req.eplb else 0
     epm = expert_parallel_memory(layout.name, layout.version, req.all2all,
                                  hidden=req.model.hidden_size, experts=req.num_experts,
-                                 redundant=r, eplb=req.eplb, ep=split.ep,
+                                 redundant=r, eplb=req.eplb, ep=split.ep, dp=req.dp,
                                  stage_gpus=req.tp * req.dp, batched_tokens=mnbt,
                                  staging_bytes=staging)
     return split, epm

@@ -95,7 +95,8 @@ def _given_pool_overflow(req, budgets) -> str | None:
     if req.kv_cache_memory_bytes is None:
         return None
     def need(b) -> int:
-        return b.kv_pool_bytes + b.weights_bytes + b.activation_bytes + b.runtime_overhead_bytes
+        return (b.kv_pool_bytes + b.weights_bytes + b.activation_bytes + b.runtime_overhead_bytes
+                + b.ep_buffers_bytes)
     stage, budget = max(enumerate(budgets), key=lambda sb: need(sb[1]) - sb[1].total_bytes)
     total = need(budget)
     if total <= budget.total_bytes:
@@ -104,5 +105,7 @@ def _given_pool_overflow(req, budgets) -> str | None:
     return (f"does not fit: the given {budget.kv_pool_bytes / 2**30:,.2f} GiB KV pool + "
             f"{budget.weights_bytes / 2**30:,.2f} GiB weights + "
             f"{budget.activation_bytes / 2**30:,.2f} GiB activation peak + "
-            f"{budget.runtime_overhead_bytes / 2**30:,.2f} GiB runtime overhead{where} = "
+            f"{budget.runtime_overhead_bytes / 2**30:,.2f} GiB runtime overhead"
+            + (f" + {budget.ep_buffers_bytes / 2**30:,.2f} GiB expert-parallel buffers"
+               if budget.ep_buffers_bytes else "") + f"{where} = "
             f"{total / 2**30:,.2f} GiB, more than the GPU's {budget.total_bytes / 2**30:,.2f} GiB")

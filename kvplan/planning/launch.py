@@ -290,7 +290,7 @@ def _check_expert_options(name: str, r: FitResult) -> None:
     check_all2all(name, req.all2all, ep, req.gpu.nvlink_domain_gpus)
     if name == "vllm":
         vllm_buffers(layout.version, req.all2all, req.model.hidden_size, m.physical_experts, ep,
-                     r.max_num_batched_tokens)
+                     r.max_num_batched_tokens, req.dp)
     if name == "sglang":
         sglang_buffers(req.all2all, req.model.hidden_size, m.physical_experts, ep,
                        req.tp * req.dp)
@@ -406,7 +406,8 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
             (r.layout if r.layout.name == name else get_engine(name)).check_model(r.request.model)
             req = r.request
             if req.dp > 1 or req.ep > 1:  # each engine's own rule for this DP / EP layout
-                moe_split(name, req.tp, req.dp, req.ep, req.num_experts, expert_width(req.weights))
+                moe_split(name, req.tp, req.dp, req.ep, req.num_experts, expert_width(req.weights),
+                          redundant=_eplb_slots(r) or 0)
             if req.dcp > 1 and name != "vllm":
                 raise ParallelismError(f"decode context parallelism is modelled for vLLM only "
                                        f"({name}'s is not read by kvplan)", field="dcp")
