@@ -64,6 +64,7 @@ state (not quantified in the sources; measure it and pass ``--overhead-memory``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ..core.errors import ParallelismError
 from ..core.units import MiB
@@ -109,7 +110,7 @@ SGLANG_EPLB = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "qwen2_m
 VLLM_NO_EPLB = {"gpt_oss": "gpt_oss.py"}
 
 
-def _refuse(message: str, field: str = "eplb") -> None:
+def _refuse(message: str, field: str = "eplb") -> NoReturn:
     raise ParallelismError(message, field=field)
 
 
@@ -245,7 +246,6 @@ def redundant_experts(engine: str, version: str, experts: int, ep: int, eplb: bo
         return redundant
     _refuse(f"kvplan models EPLB for vllm and sglang, not {engine} (TensorRT-LLM's MoE load "
             "balancer is not read)")
-    return 0  # unreachable
 
 
 def batched_dp_tokens(engine: str, version: str, all2all: str, dp: int, ep: int) -> int | None:
