@@ -38,9 +38,8 @@ def file_name(gpu: str, engine: str) -> str:
     return f"{gpu}--{engine}.json"
 
 
-def read_calibration(path: Path) -> tuple[Efficiency, dict]:
-    """The efficiency and provenance a calibration file holds; anything else is an error
-    naming the file and field."""
+def _read_doc(path: Path, schema: str, kind: str) -> dict:
+    """A calibration file's JSON object of ``schema``; anything else one error naming it."""
     from .files import read_text
 
     text = read_text(path, CalibrationFileError)
@@ -48,9 +47,16 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
         doc = json.loads(text)
     except (ValueError, RecursionError) as e:  # long integers, deep nesting
         raise CalibrationFileError(f"corrupt ({type(e).__name__})", source=str(path)) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise CalibrationFileError(f"not a kvplan serving calibration (schema {SCHEMA!r})",
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        raise CalibrationFileError(f"not a kvplan {kind} calibration (schema {schema!r})",
                                    source=str(path), field="schema")
+    return doc
+
+
+def read_calibration(path: Path) -> tuple[Efficiency, dict]:
+    """The efficiency and provenance a calibration file holds; anything else is an error
+    naming the file and field."""
+    doc = _read_doc(path, SCHEMA, "serving")
     if doc.get("version") != VERSION:
         raise CalibrationFileError(f"version {doc.get('version')!r}; this kvplan reads {VERSION}",
                                    source=str(path), field="version")
@@ -100,16 +106,7 @@ CROSS_FILE = Path("cross_domain") / "latency.json"
 def read_cross_domain(path: Path) -> tuple[float, str]:
     """(seconds per collective call that leaves an NVLink domain, label naming the file and
     its fit) from a file written by ``benchmarks/fit_cross_domain.py``."""
-    from .files import read_text
-
-    text = read_text(path, CalibrationFileError)
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise CalibrationFileError(f"corrupt ({type(e).__name__})", source=str(path)) from None
-    if not isinstance(doc, dict) or doc.get("schema") != CROSS_SCHEMA:
-        raise CalibrationFileError(f"not a kvplan cross-domain calibration (schema "
-                                   f"{CROSS_SCHEMA!r})", source=str(path), field="schema")
+    doc = _read_doc(path, CROSS_SCHEMA, "cross-domain")
     v = doc.get("cross_domain_latency_s")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
             or not 0 <= v <= 0.1:
