@@ -67,8 +67,8 @@ class Efficiency:
     #: (users / num_prompts); a property of the benchmark harness the rows came from
     startup_share: float = 0.0
     calibrated: bool = False  # fitted on measured serving runs (source names them)
-    #: added latency of each collective call that leaves the NVLink domain (NIC, switch, the
-    #: inter-node NCCL protocol); fitted apart (``calibrations/cross_domain/latency.json``)
+    #: added latency of each TP all-reduce over more GPUs than one NVLink domain (NIC, switch,
+    #: the inter-node NCCL protocol); fitted apart (``calibrations/cross_domain/latency.json``)
     cross_domain_latency_s: float = 0.0
 
 
@@ -230,7 +230,7 @@ class StepTerms:
     comm_bytes: Any
     sequences: Any = 0.0  # sequences decoding in the step
     attn_flops: Any = 0.0  # attention's FLOPs (decode and prompt), apart from the GEMMs'
-    cross_calls: Any = 0.0  # of comm_calls, those over more GPUs than one NVLink domain
+    cross_calls: Any = 0.0  # of comm_calls, TP all-reduces over more GPUs than one domain
 
 
 def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> StepTerms:
@@ -245,9 +245,7 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
         * cross_domain_factor(m, m.tp, False)
     if m.dp > 1:  # dispatch (all-gather) and combine (reduce-scatter) over the tp x dp GPUs
         group = m.tp * m.dp
-        calls = calls + 2.0 * m.moe_layers
-        if m.domain_gpus and group > m.domain_gpus:
-            cross = cross + 2.0 * m.moe_layers
+        calls = calls + 2.0 * m.moe_layers  # (their crossing latency has no held-out support)
         comm_bytes = comm_bytes + (m.moe_layers * 2 * (group - 1) / group * moe_tokens
                                    * m.hidden_size * m.activation_bytes_per_element
                                    * cross_domain_factor(m, group, True))

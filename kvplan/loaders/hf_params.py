@@ -348,6 +348,9 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
     elif mt in DEEPSEEK_MOE:
         first_dense = f.integer("first_k_dense_replace", default=0, minimum=0, why="DeepSeek default")
         freq = f.integer("moe_layer_freq", default=1, why="DeepSeek default")
+        if mt == "glm4_moe" and freq != 1:  # glm4_moe.py: every layer from first_k_dense_replace
+            raise f.error("moe_layer_freq", f"{freq}: vLLM's glm4_moe.py ignores it (every layer "
+                          "from first_k_dense_replace is MoE); refused rather than guessed")
         sparse = bool(f.opt_int("n_routed_experts")) and i >= first_dense and i % freq == 0
         types = f.str_list("mlp_layer_types", f.num_layers())  # transformers' GLM-5.2 spelling
         if types is not None and types[i] != ("sparse" if sparse else "dense"):
@@ -359,8 +362,9 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
             moe_inter = f.integer("moe_intermediate_size")
             inv.moe(f.integer("n_routed_experts"), f.integer("num_experts_per_tok"), moe_inter,
                     shared=moe_inter * (f.opt_int("n_shared_experts", minimum=0) or 0),
-                    score_bias=f.raw("topk_method", "greedy" if mt == "deepseek_v2" else
-                                     "noaux_tc") == "noaux_tc",  # DeepseekV3Config default
+                    score_bias=mt == "glm4_moe" or f.raw(  # glm4_moe.py: always the fp32 bias
+                        "topk_method", "greedy" if mt == "deepseek_v2" else "noaux_tc")
+                    == "noaux_tc",  # DeepseekV3Config default
                     router_dtype="fp32" if mt == "glm4_moe" else None)  # glm4_moe.py GateLinear
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
@@ -463,8 +467,9 @@ def _stated_flag(f: Fields, key: str) -> bool:
 
 
 def _torch_dtype(name, f: Fields, key: str) -> str:
-    dtypes = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-    if name not in dtypes:
+    dtypes = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16",
+              "half": "fp16"}
+    if not isinstance(name, str) or name not in dtypes:
         raise f.error(key, f"{name!r}: expected one of {', '.join(dtypes)}")
     return dtypes[name]
 
@@ -576,18 +581,27 @@ def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
     inv.add("vision.patch_embed.proj.weight", d, channels * temporal * patch * patch)
     inv.add("vision.patch_embed.proj.bias", d)
     inv.add("vision.pos_embed.weight", v.integer("num_position_embeddings"), d)
-    per_block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (inter * d + inter) + (d * inter + d)
-    inv.add("vision.blocks", per_block, count=depth)
-    inv.add("vision.merger.norm", 2 * d)
-    inv.add("vision.merger.linear_fc1", merged, merged + 1)
-    inv.add("vision.merger.linear_fc2", out, merged + 1)
-    # Qwen3-VL's deepstack mergers (vLLM qwen3_vl.py deepstack_merger_list): one per index,
-    # LayerNorm after the shuffle (over the merged width), fc1 and fc2 with biases
+    # vLLM splits the ViT's linears over TP (mm_encoder_tp_mode "weights", the default):
+    # qkv and fc1 by rows (with their biases), proj and fc2 by columns (bias replicated)
+    def linear(name: str, rows: int, cols: int, shard: str, count: int = 1) -> None:
+        inv.add(f"{name}.weight", rows, cols, shard=shard, count=count)
+        inv.add(f"{name}.bias", rows, shard=shard if shard == "column" else "replicated",
+                count=count)
+
+    inv.add("vision.blocks.norms", 4 * d, count=depth)
+    linear("vision.blocks.attn.qkv", 3 * d, d, "column", depth)
+    linear("vision.blocks.attn.proj", d, d, "row", depth)
+    linear("vision.blocks.mlp.linear_fc1", inter, d, "column", depth)
+    linear("vision.blocks.mlp.linear_fc2", d, inter, "row", depth)
+    # the merger, then Qwen3-VL's deepstack mergers (vLLM qwen3_vl.py deepstack_merger_list):
+    # one per index, LayerNorm after the shuffle (over the merged width), fc1 and fc2
     stack = len(v.array("deepstack_visual_indexes") or [])
-    if stack:
-        inv.add("vision.deepstack_merger.norm", 2 * merged, count=stack)
-        inv.add("vision.deepstack_merger.linear_fc1", merged, merged + 1, count=stack)
-        inv.add("vision.deepstack_merger.linear_fc2", out, merged + 1, count=stack)
+    for name, norm, count in (("vision.merger", 2 * d, 1),
+                              ("vision.deepstack_merger", 2 * merged, stack)):
+        if count:
+            inv.add(f"{name}.norm", norm, count=count)
+            linear(f"{name}.linear_fc1", merged, merged, "column", count)
+            linear(f"{name}.linear_fc2", out, merged, "row", count)
 
 
 def weight_inventory(model: Model) -> Weights:

@@ -13,6 +13,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import TypeGuard
 
 from ..core.errors import KvplanError
 from ..core.perf import Efficiency
@@ -36,6 +37,16 @@ def calibration_dirs() -> list[Path]:
 
 def file_name(gpu: str, engine: str) -> str:
     return f"{gpu}--{engine}.json"
+
+
+def _finite(v: object) -> TypeGuard[float]:
+    """A JSON number that is a finite float (an integer too long for a float is not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def _read_doc(path: Path, schema: str, kind: str) -> dict:
@@ -66,7 +77,7 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
     values = {}
     for key in FIELDS:
         v = eff.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        if not _finite(v) or v < 0:
             raise CalibrationFileError(f"expected a non-negative number, got {v!r}",
                                        source=str(path), field=f"efficiency.{key}")
         if key in FRACTIONS and not 0 < v <= 1:
@@ -108,13 +119,16 @@ def read_cross_domain(path: Path) -> tuple[float, str]:
     its fit) from a file written by ``benchmarks/fit_cross_domain.py``."""
     doc = _read_doc(path, CROSS_SCHEMA, "cross-domain")
     v = doc.get("cross_domain_latency_s")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-            or not 0 <= v <= 0.1:
+    if doc.get("version") != VERSION:
+        raise CalibrationFileError(f"version {doc.get('version')!r}; this kvplan reads {VERSION}",
+                                   source=str(path), field="version")
+    if not _finite(v) or not 0 <= v <= 0.1:
         raise CalibrationFileError(f"expected seconds in [0, 0.1], got {v!r}", source=str(path),
                                    field="cross_domain_latency_s")
     prov: dict = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
     held: dict = prov["held_out"] if isinstance(prov.get("held_out"), dict) else {}
-    label = (f"cross-domain call latency {v * 1e6:.0f} us ({CROSS_FILE}: "
+    label = (f"cross-domain call latency {v * 1e6:.0f} us for TP all-reduces wider than an "
+             f"NVLink domain ({CROSS_FILE}: "
              f"{prov.get('rows_fit', '?')} measured rows, held-out TPOT median error "
              f"{held.get('tpot_median_abs_error', '?')})")
     return float(v), label
