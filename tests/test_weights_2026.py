@@ -281,3 +281,17 @@ def test_gemma4_refuses_what_it_does_not_count():
     cfg["audio_config"] = {"hidden_size": 1024}
     with pytest.raises(kvplan.ConfigError, match="audio"):
         kvplan.weight_inventory(kvplan.parse_config(cfg, name="g4", source="g4"))
+
+
+def test_glm4_and_mimo_odd_keys_are_one_line_errors():
+    with pytest.raises(kvplan.ConfigError, match="moe_layer_freq"):
+        kvplan.weight_inventory(load("zai-org__GLM-4.7-FP8.json", attention_bias=True,
+                                     use_qk_norm=True, moe_layer_freq=2))
+    # topk_method does not drop the score bias vLLM's glm4_moe.py always builds (160 x 89)
+    a = kvplan.weight_inventory(load("zai-org__GLM-4.7-FP8.json", attention_bias=True,
+                                     use_qk_norm=True, topk_method="greedy"))
+    assert a.params_total == 352_797_829_024
+    for value in (["float32"], {"a": 1}, "float64"):
+        with pytest.raises(kvplan.ConfigError, match="moe_router_dtype"):
+            kvplan.weight_inventory(load("XiaomiMiMo__MiMo-V2-Flash.json",
+                                         moe_router_dtype=value))
