@@ -295,3 +295,24 @@ def test_glm4_and_mimo_odd_keys_are_one_line_errors():
         with pytest.raises(kvplan.ConfigError, match="moe_router_dtype"):
             kvplan.weight_inventory(load("XiaomiMiMo__MiMo-V2-Flash.json",
                                          moe_router_dtype=value))
+
+
+def test_kimi_k25_moonvit_tower():
+    """Kimi-K2.5's MoonViT (vLLM kimi_k25_vit.py): width 1152, 27 layers, 16 heads, MLP 4304,
+    14 x 14 patches, a 64 x 64 position table and a 4-frame fp32 time table, the 2 x 2
+    patch-merger projector to 7168. transformers 5.24.0 counts its tower and projector at
+    471,143,920 parameters on the meta device; the time table (4 x 1152) is a loaded buffer."""
+    m = load("moonshotai__Kimi-K2.5.json")
+    w = kvplan.weight_inventory(m)
+    h, inter, merged = 1152, 4304, 4 * 1152
+    layer = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (inter * h + inter) + (h * inter + h)
+    tower = (h * (3 * 14 * 14 + 1) + 64 * 64 * h + 27 * layer + 2 * h
+             + 2 * h + merged * (merged + 1) + 7168 * (merged + 1))
+    assert tower == 471_143_920
+    text = kvplan.weight_inventory(kvplan.parse_config(
+        json.loads((CONFIGS / "moonshotai__Kimi-K2-Instruct.json").read_text()),
+        name="k2", source="k2")).params_total  # the same text stack (Kimi-K2)
+    assert w.params_total == text + tower + 4 * h
+    # at TP 32 the 16 heads do not divide: vLLM keeps the ViT whole on every GPU
+    t = next(t for t in w.tensors if t.name == "vision.layers.attn.wqkv.weight")
+    assert t.shape_on_rank(8) == (3 * h // 8, h) and t.shape_on_rank(32) == (3 * h, h)

@@ -49,6 +49,9 @@ class Tensor:
     expert: bool = False  # a routed-expert weight (active per token: top_k / num_experts)
     kv_heads: int = 0  # shard == "kv": heads this tensor's rows hold
     dtype: str | None = None  # a fixed storage dtype (fp32 buffers), else the format's
+    #: split only when this many heads divide by tp, else whole on every rank (vLLM's ViTs
+    #: fall back to data parallelism: ``is_vit_use_data_parallel``); 0: always split
+    split_heads: int = 0
 
     @property
     def params(self) -> int:
@@ -56,6 +59,8 @@ class Tensor:
 
     def shape_on_rank(self, tp: int) -> tuple[int, int]:
         """(rows, cols) one TP rank holds."""
+        if self.split_heads and self.split_heads % tp:
+            return self.rows, self.cols
         if self.shard == "column":
             return cdiv(self.rows, tp), self.cols
         if self.shard == "row":

@@ -567,6 +567,48 @@ def _gemma4_vision_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
     inv.add("embed_vision.embedding_projection", text_hidden, h)
 
 
+def _moonvit_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
+    """Kimi-K2.5's MoonViT and patch-merger projector (vLLM kimi_k25_vit.py): a patch conv
+    with bias, a learned height x width position table (and an fp32 sin-cos time table, one
+    row per ``init_pos_emb_time`` frame), per layer two LayerNorms, fused qkv and wo, fc0 and
+    fc1, all with biases, split over TP when its heads divide by tp (else whole: vLLM's
+    data-parallel fallback); a final LayerNorm; then the projector (LayerNorm, two linears
+    with biases over the 2 x 2 merged patches), replicated. 471,143,920 parameters (the
+    transformers count) + the 4 x 1152 time table."""
+    h, inter = v.integer("vt_hidden_size"), v.integer("vt_intermediate_size")
+    heads, layers = v.integer("vt_num_attention_heads"), v.integer("vt_num_hidden_layers")
+    patch = v.integer("patch_size")
+    if v.raw("mm_projector_type") != "patchmerger":
+        raise v.error("mm_projector_type", f"{v.raw('mm_projector_type')!r}: only the "
+                      "patchmerger projector is counted; pass --weight-memory")
+    kernel = v.array("merge_kernel_size")
+    if not kernel or len(kernel) != 2 or not all(isinstance(k, int) and 0 < k <= 64
+                                                 for k in kernel):
+        raise v.error("merge_kernel_size", "expected two positive integers")
+    if v.raw("pos_emb_type") != "divided_fixed":
+        raise v.error("pos_emb_type", f"{v.raw('pos_emb_type')!r} is not counted; pass "
+                      "--weight-memory")
+    merged = h * kernel[0] * kernel[1]
+    v.integer("mm_hidden_size"), v.integer("text_hidden_size")
+    v.get("projector_hidden_act"), v.get("projector_ln_eps")  # no parameters of their own
+    inv.add("vision.patch_embed.proj", h, 3 * patch * patch + 1)
+    inv.add("vision.pos_emb.weight", v.integer("init_pos_emb_height")
+            * v.integer("init_pos_emb_width"), h)
+    inv.add("vision.pos_emb.time_weight", v.integer("init_pos_emb_time"), h, dtype="fp32")
+    for name, rows, cols, shard in (("attn.wqkv", 3 * h, h, "column"), ("attn.wo", h, h, "row"),
+                                    ("mlp.fc0", inter, h, "column"),
+                                    ("mlp.fc1", h, inter, "row")):
+        inv.add(f"vision.layers.{name}.weight", rows, cols, shard=shard, count=layers,
+                split_heads=heads)
+        inv.add(f"vision.layers.{name}.bias", rows, shard=shard if shard == "column" else
+                "replicated", count=layers, split_heads=heads if shard == "column" else 0)
+    inv.add("vision.layers.norms", 4 * h, count=layers)
+    inv.add("vision.final_layernorm", 2 * h)
+    inv.add("mm_projector.pre_norm", 2 * h)
+    inv.add("mm_projector.linear_1", merged, merged + 1)
+    inv.add("mm_projector.linear_2", text_hidden, merged + 1)
+
+
 def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
     """Qwen3.5's vision encoder (Qwen3-VL style ``model.visual``): a Conv3d patch embedding
     with bias, learned position embeddings, ``depth`` blocks (two LayerNorms, qkv and proj with
@@ -706,6 +748,11 @@ def weight_inventory(model: Model) -> Weights:
         read.append(Fields(vision, model.source, "vision_config."))
         _gemma4_vision_tower(inv, read[-1], hidden)
         notes.append("vision tower (Gemma-4) and its projection counted; kept in the model dtype")
+    elif f.prefix and isinstance(vision, dict) and model.config.get("model_type") == "kimi_k25":
+        inv.place = "embed"
+        read.append(Fields(vision, model.source, "vision_config."))
+        _moonvit_tower(inv, read[-1], hidden)
+        notes.append("vision tower (MoonViT) and projector counted; kept in the model dtype")
     elif f.prefix and isinstance(vision, dict) and mt in QWEN_VL_TOWER:
         inv.place = "embed"
         read.append(Fields(vision, model.source, "vision_config."))
