@@ -61,16 +61,23 @@ def _read_doc(path: Path, schema: str, kind: str) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != schema:
         raise CalibrationFileError(f"not a kvplan {kind} calibration (schema {schema!r})",
                                    source=str(path), field="schema")
+    if doc.get("version") != VERSION:
+        raise CalibrationFileError(f"version {doc.get('version')!r}; this kvplan reads {VERSION}",
+                                   source=str(path), field="version")
     return doc
+
+
+def _provenance(doc: dict) -> tuple[dict, dict]:
+    """A calibration's provenance and its held-out figures (empty when absent)."""
+    prov: dict = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
+    held: dict = prov["held_out"] if isinstance(prov.get("held_out"), dict) else {}
+    return prov, held
 
 
 def read_calibration(path: Path) -> tuple[Efficiency, dict]:
     """The efficiency and provenance a calibration file holds; anything else is an error
     naming the file and field."""
     doc = _read_doc(path, SCHEMA, "serving")
-    if doc.get("version") != VERSION:
-        raise CalibrationFileError(f"version {doc.get('version')!r}; this kvplan reads {VERSION}",
-                                   source=str(path), field="version")
     eff = doc.get("efficiency")
     if not isinstance(eff, dict):
         raise CalibrationFileError("expected an object", source=str(path), field="efficiency")
@@ -91,8 +98,7 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
     if unknown:
         raise CalibrationFileError(f"unknown key(s) {', '.join(unknown)}", source=str(path),
                                    field="efficiency")
-    prov: dict = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
-    held: dict = prov["held_out"] if isinstance(prov.get("held_out"), dict) else {}
+    prov, held = _provenance(doc)
     label = (f"calibration {path.name} ({prov.get('rows_fit', '?')} measured rows of "
              f"{prov.get('source', 'unnamed source')}, fitted {prov.get('date', '?')}; held-out "
              f"TPOT median error {held.get('tpot_median_abs_error', '?')})")
@@ -119,14 +125,10 @@ def read_cross_domain(path: Path) -> tuple[float, str]:
     its fit) from a file written by ``benchmarks/fit_cross_domain.py``."""
     doc = _read_doc(path, CROSS_SCHEMA, "cross-domain")
     v = doc.get("cross_domain_latency_s")
-    if doc.get("version") != VERSION:
-        raise CalibrationFileError(f"version {doc.get('version')!r}; this kvplan reads {VERSION}",
-                                   source=str(path), field="version")
     if not _finite(v) or not 0 <= v <= 0.1:
         raise CalibrationFileError(f"expected seconds in [0, 0.1], got {v!r}", source=str(path),
                                    field="cross_domain_latency_s")
-    prov: dict = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
-    held: dict = prov["held_out"] if isinstance(prov.get("held_out"), dict) else {}
+    prov, held = _provenance(doc)
     label = (f"cross-domain call latency {v * 1e6:.0f} us for TP all-reduces wider than an "
              f"NVLink domain ({CROSS_FILE}: "
              f"{prov.get('rows_fit', '?')} measured rows, held-out TPOT median error "
