@@ -239,6 +239,8 @@ def redundant_experts(engine: str, version: str, experts: int, ep: int, eplb: bo
                     "(get_model_config_for_expert_location; the expert distribution recorder "
                     "asserts them)")
         redundant = redundant or 0
+        if redundant > 1023:  # SGLang sets no bound; vLLM's MAX_EXPERT_REDUNDANCY
+            _refuse(f"kvplan plans at most 1,023 redundant experts, got {redundant:,}")
         if (experts + redundant) % ep:
             _refuse(f"SGLang needs the {experts} + {redundant} redundant = {experts + redundant} "
                     f"expert slots to divide by ep ({ep}): assert num_physical_experts % ep_size == 0 "
