@@ -6,6 +6,7 @@ transformers is not a kvplan dependency; run this from an environment that has i
 
     python3 -m venv /tmp/tfenv && /tmp/tfenv/bin/pip install torch==2.13.0 transformers -e .
     /tmp/tfenv/bin/python scripts/check_params_with_transformers.py
+    # --record tests/fixtures/transformers_param_counts.json: the counts tests pin kvplan to
 
 Expected differences, printed with the row: loaded buffers transformers keeps apart from its
 parameters (MoE score biases, Gemma-4's layer scalars); the V slot vLLM's fused QKV keeps on
@@ -52,6 +53,8 @@ def transformers_count(cfg: dict) -> tuple[int, int, str] | None:
 def main() -> int:
     warnings.filterwarnings("ignore")
     transformers.logging.set_verbosity_error()
+    record = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--record" else None
+    counts: dict = {}
     for path in sorted(CONFIGS.glob("*.json")):
         cfg = json.loads(path.read_text())
         try:
@@ -72,9 +75,15 @@ def main() -> int:
             print(f"{path.name:58s} kvplan {ours:>17,}  transformers: no model class")
             continue
         params, buffers, cls = theirs
+        counts[path.name] = {"params": params, "buffers": buffers, "class": cls}
         diff = ours - params
         verdict = "same" if diff == 0 else "= + buffers" if diff == buffers else f"{diff:+,}"
         print(f"{path.name:58s} kvplan {ours:>17,}  transformers {params:>17,} ({cls}): {verdict}")
+    if record:
+        doc = {"source": "transformers " + transformers.__version__ + ": each fixture config "
+               "instantiated on the meta device (scripts/check_params_with_transformers.py)",
+               "counts": counts}
+        Path(record).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0
 
 

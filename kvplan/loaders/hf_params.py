@@ -758,8 +758,11 @@ def weight_inventory(model: Model) -> Weights:
         read.append(Fields(vision, model.source, "vision_config."))
         _qwen_vision_tower(inv, read[-1])
         notes.append("vision tower (Qwen3-VL style) and mergers counted; kept in the model dtype")
-    elif f.prefix:
-        notes.append("vision/audio towers of this multimodal model are not counted")
+    elif f.prefix or isinstance(vision, dict) or mt in ("qwen2_vl", "qwen2_5_vl"):
+        # Qwen2-VL's configs are flat (no text_config), its tower still loaded by vLLM
+        notes.append("vision/audio towers of this multimodal model are not counted: the "
+                     "weight figure holds the language model only (pass --weight-memory with "
+                     "the whole checkpoint's bytes per GPU to include them)")
     if mt == "minimax_m2" and f.flag("use_mtp"):  # vLLM's minimax_m2.py loads no MTP weights
         f.opt_int("num_mtp_modules"), f.get("mtp_transformer_layers")
         notes.append("MTP modules (use_mtp) not counted: the released M2 / M2.5 checkpoints' "

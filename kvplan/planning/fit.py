@@ -261,6 +261,8 @@ def plan_layout(req: FitRequest) -> FitResult:
     notes += hybrid_notes
     _check_native(req, fp)
     notes += list(fp.notes)
+    if req.weights is not None and req.weight_memory_bytes is None:
+        notes += [f"weights: {n}" for n in req.weights.notes]  # what the count holds or leaves out
 
     draft_fp = None
     if req.draft:
