@@ -149,3 +149,55 @@ def test_shipped_fit_improves_measured_rows_of_other_architectures(monkeypatch):
         return statistics.median(abs(r.errors["tpot"]) for r in res)
 
     assert median_error(doc["cross_domain_latency_s"]) < median_error(0.0) - 0.05
+
+
+def test_gb200_takes_b200s_calibration(monkeypatch):
+    """GB200's spec names B200 (the same die) for its calibrations: kvplan uses B200's fitted
+    figures for GB200 and says so; with calibrations off, neither."""
+    from kvplan.planning.deployment import efficiency_for
+
+    gb200, b200 = load_gpu("gb200"), load_gpu("b200")
+    assert gb200.calibration_from == "b200" and "same" not in b200.calibration_from
+    monkeypatch.delenv("KVPLAN_CALIBRATIONS", raising=False)
+    g, b = efficiency_for(gb200, None, None, "trtllm"), efficiency_for(b200, None, None, "trtllm")
+    assert g.calibrated and (g.hbm_bandwidth, g.step_overhead_s) == (b.hbm_bandwidth,
+                                                                       b.step_overhead_s)
+    assert "transferred to gb200" in g.source
+    monkeypatch.setenv("KVPLAN_CALIBRATIONS", "off")
+    assert not efficiency_for(gb200, None, None, "trtllm").calibrated
+
+
+def test_gb200_rows_with_the_transferred_calibration(monkeypatch):
+    """The silicon sample's GB200 TensorRT-LLM DeepSeek-V3 TP 8 / EP 8 rows (never fitted by any
+    calibration) against their measured TPOT: B200's figures land within 30% (median); the
+    18-row GB200 fit this replaced was 178% off."""
+    import statistics
+    from pathlib import Path
+
+    from kvplan.loaders.benchmarks import read_benchmarks
+    from kvplan.planning.bench_predict import row_terms
+    from kvplan.planning.bench_validate import evaluate_rows
+
+    monkeypatch.delenv("KVPLAN_CALIBRATIONS", raising=False)
+    root = Path(__file__).parents[1]
+    runs, _ = read_benchmarks(root / "benchmarks" / "data" / "aiconfigurator_silicon_sample.csv")
+    runs = [r for r in runs if r.gpu == "gb200" and r.engine == "trtllm" and r.tp == 8
+            and r.ep == 8 and r.family == "DeepSeek-V3"]
+    terms, _ = row_terms(runs)
+    assert len(terms) >= 20
+    res = evaluate_rows(terms)
+    assert all("transferred to gb200" in r.calibration for r in res)
+    assert statistics.median(abs(r.errors["tpot"]) for r in res) < 0.30
+
+
+def test_calibration_from_needs_its_reason(tmp_path):
+    from pathlib import Path
+
+    from kvplan.core.errors import GpuSpecError
+
+    spec = (Path(__file__).parents[1] / "hardware_specs" / "gb200.yaml").read_text()
+    bad = "\n".join(line for line in spec.splitlines()
+                    if not line.startswith("calibration_from_note"))
+    (tmp_path / "g.yaml").write_text(bad)
+    with pytest.raises(GpuSpecError, match="calibration_from"):
+        load_gpu(str(tmp_path / "g.yaml"))

@@ -54,6 +54,9 @@ class GpuSpec:
     scale_out_bandwidth_bytes_per_s_per_direction: int | None = None
     scale_out_kind: str = ""
     source: str = ""  # the file it was read from
+    #: the GPU key (same silicon) whose serving calibrations this one uses, and why
+    calibration_from: str = ""
+    calibration_from_note: str = ""
 
     def runs_natively(self, fmt: KvFormat) -> bool:
         """True when this GPU computes on ``fmt`` without emulation. Formats that any GPU

@@ -122,6 +122,9 @@ class GpuFile(_Strict):
     flops_accumulate: dict[Literal[FLOP_DTYPES], Literal["fp32", "fp16", "int32"]] = {}  # type: ignore[valid-type]
     sources: Sources
     efficiency: EfficiencyYaml | None = None
+    #: the GPU (same silicon) whose serving calibrations this one uses, with why
+    calibration_from: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,40}$")] | None = None
+    calibration_from_note: Text | None = None
 
     @model_validator(mode="after")
     def _checks(self) -> GpuFile:
@@ -130,6 +133,8 @@ class GpuFile(_Strict):
         if self.architecture == "blackwell" and self.compute_capability is None:
             raise ValueError("compute_capability is needed on Blackwell (10.0 datacenter, 12.0 "
                              "GeForce): the engines choose kernels by it")
+        if (self.calibration_from is None) != (self.calibration_from_note is None):
+            raise ValueError("calibration_from and calibration_from_note come together")
         extra = set(self.flops_accumulate) - set(self.dense_flops_per_s)
         if extra:
             raise ValueError(f"flops_accumulate names {', '.join(sorted(extra))}, which "
@@ -182,4 +187,6 @@ def gpu_from_file(path: Path) -> GpuSpec:
                           for d in f.dense_flops_per_s},
         efficiency={k: v for k, v in (f.efficiency.model_dump() if f.efficiency else {}).items()
                     if v is not None},
+        calibration_from=f.calibration_from or "",
+        calibration_from_note=f.calibration_from_note or "",
     )

@@ -77,6 +77,9 @@ def calibrate(paths: list[Path], *, source: str, date: str, meta: dict[str, str]
     # rows with attention DP or EP, and disaggregated rows, are never fitted: `kvplan
     # validate --by layout` judges the calibrations on them as rows no fit has seen
     terms = [t for t in terms if t.run.dp == 1 and t.run.ep == 1 and not t.run.disaggregated]
+    # a GPU that takes another's calibrations (calibration_from: the same silicon) gets no fit
+    # of its own: its rows stay held out, judging the transferred one
+    terms = [t for t in terms if not t.plan.request.gpu.calibration_from]
     read_problems = len(problems)
     problems += more
     by_key: dict[tuple[str, str], list[RowTerms]] = {}

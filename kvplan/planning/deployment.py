@@ -50,8 +50,13 @@ def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
     from ..loaders.calibration import measured_efficiency
     from ..loaders.serving_calibration import cross_domain_latency, serving_calibration
 
-    base = (serving_calibration(gpu.key, engine) if engine else None) or \
-        measured_efficiency(gpu.key) or spec_efficiency(gpu)
+    own = serving_calibration(gpu.key, engine) if engine else None
+    if own is None and engine and gpu.calibration_from:
+        other = serving_calibration(gpu.calibration_from, engine)
+        if other is not None:  # the same silicon in another system: its fit, said so
+            own = replace(other, source=f"{other.source}, transferred to {gpu.key}: "
+                          f"{gpu.calibration_from_note}")
+    base = own or measured_efficiency(gpu.key) or spec_efficiency(gpu)
     cross = cross_domain_latency() if base.calibrated else None
     if cross is not None:  # only calibrated figures take it: the roofline has no latencies
         base = replace(base, cross_domain_latency_s=cross[0], source=f"{base.source}; {cross[1]}")
