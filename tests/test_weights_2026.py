@@ -316,3 +316,18 @@ def test_kimi_k25_moonvit_tower():
     # at TP 32 the 16 heads do not divide: vLLM keeps the ViT whole on every GPU
     t = next(t for t in w.tensors if t.name == "vision.layers.attn.wqkv.weight")
     assert t.shape_on_rank(8) == (3 * h // 8, h) and t.shape_on_rank(32) == (3 * h, h)
+
+
+def test_qwen3_vl_deepstack_buffers_join_the_weights(capsys):
+    """vLLM's Qwen3-VL allocates one max_num_batched_tokens x hidden bf16 buffer per deepstack
+    level at load: Qwen3-VL-8B on an H100 (8,192 tokens) 3 x 8,192 x 4,096 x 2 = 201,326,592 B
+    beside its 8,767,123,696 bf16 parameters; with --max-num-batched-tokens 2048, a quarter."""
+    from kvplan.cli.main import run
+
+    path = str(CONFIGS / "Qwen__Qwen3-VL-8B-Instruct.json")
+    for tokens, buffers in ((None, 201_326_592), ("2048", 3 * 2048 * 4096 * 2)):
+        args = ["fit", path, "--gpu", "h100", "--json"] + (
+            ["--max-num-batched-tokens", tokens] if tokens else [])
+        assert run(args) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["memory"]["weights_bytes"] == 2 * 8_767_123_696 + buffers

@@ -17,6 +17,7 @@ from ..core.budget import Budget, BudgetInputs
 from ..core.errors import InputError, ParallelismError
 from ..core.model import Model
 from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
+from ..core.dtypes import dtype_bytes
 from ..core.units import cdiv, ceil_bytes
 from ..core.weights import Weights, expert_layer_bytes, expert_width, tensor_role, weight_bytes
 from ..engines import EngineLayout, get_engine
@@ -293,6 +294,11 @@ def plan_layout(req: FitRequest) -> FitResult:
                              "--weight-memory for the total", field="--draft-model")
         stage_weights[-1] += weight_bytes(req.draft.weights, req.draft.weight_format,
                                           tp=req.tp).per_gpu_bytes
+    if req.weight_memory_bytes is None:
+        extra, how = _model_buffers(req, layout, model, mnbt)
+        if extra:
+            stage_weights = [w + extra for w in stage_weights]
+            notes.append(how)
 
     stages = pp_stages(model.num_layers, req.pp)
     # MoE layers communicate over all tp x dp GPUs of a stage (dispatch / all-gather), so the
@@ -333,6 +339,26 @@ def plan_layout(req: FitRequest) -> FitResult:
 
     result = conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
     return replace(result, split=split, start_block_size_tokens=start_block, expert_memory=epm)
+
+
+def _model_buffers(req: FitRequest, layout: EngineLayout, model: Model,
+                   mnbt: int) -> tuple[int, str]:
+    """Buffers vLLM's model allocates at load beside the weights (counted with them): Qwen3-VL's
+    deepstack input embeddings, one ``max_num_batched_tokens x hidden`` tensor per deepstack
+    level in the model dtype (vllm/model_executor/models/qwen3_vl.py). Qwen3-VL-8B at 8,192
+    tokens: 3 x 8,192 x 4,096 x 2 B = 201,326,592 B."""
+    vision = model.config.get("vision_config")
+    if layout.name != "vllm" or not isinstance(vision, dict) or not str(
+            model.config.get("model_type", "")).startswith("qwen3_vl"):
+        return 0, ""
+    levels = vision.get("deepstack_visual_indexes")
+    if not isinstance(levels, list) or not levels:
+        return 0, ""
+    size = dtype_bytes(model.dtype)
+    extra = len(levels) * mnbt * model.hidden_size * size
+    return extra, (f"weights include vLLM's deepstack input buffers: {len(levels)} levels x "
+                   f"{mnbt:,} tokens (max_num_batched_tokens) x {model.hidden_size:,} x {size} B "
+                   f"= {extra:,} B per GPU")
 
 
 def _expert_memory(req: FitRequest, layout: EngineLayout, split: MoeSplit,
