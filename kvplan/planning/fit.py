@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..core.budget import Budget, BudgetInputs
+from ..core.dtypes import dtype_bytes
 from ..core.errors import InputError, ParallelismError
 from ..core.model import Model
 from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
-from ..core.dtypes import dtype_bytes
 from ..core.units import cdiv, ceil_bytes
 from ..core.weights import Weights, expert_layer_bytes, expert_width, tensor_role, weight_bytes
 from ..engines import EngineLayout, get_engine
