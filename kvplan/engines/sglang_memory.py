@@ -21,6 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..core.budget import Budget, BudgetInputs, assemble
+from ..core.errors import InputError
 from ..core.units import GiB, MiB
 
 
@@ -51,7 +52,6 @@ def default_mem_fraction(total_bytes: int, tp: int, pp: int,
     chunk, graph_bs = gpu_defaults(total_bytes, tp)
     gpu_mib = smi_total_mib or total_bytes // MiB
     if gpu_mib < 1:
-        from ..core.errors import InputError
         raise InputError(f"a GPU of {total_bytes:,} B has no whole MiB for SGLang's "
                          "mem_fraction_static", field="--total-memory")
     reserved = (Fraction(512) + Fraction(3, 2) * max(chunk, 2048)

@@ -8,6 +8,7 @@ multimodal wrappers are not counted (a note says so).
 
 from __future__ import annotations
 
+from ..core.dtypes import STATE_DTYPES, canonical_dtype
 from ..core.errors import ConfigError
 from ..core.layers import (
     ChunkedLocal,
@@ -86,6 +87,15 @@ class _Inventory:
         if bias:
             self.add(name + ".bias", out, shard=shard if shard != "row" else "replicated",
                      **{k: v for k, v in kw.items() if k in ("count", "expert", "kv_heads")})
+
+    def vit_linear(self, name: str, rows: int, cols: int, shard: str, count: int = 1,
+                   split_heads: int = 0) -> None:
+        """A vision tower's linear with its bias, in the model dtype, split over TP as vLLM's
+        ViTs split it: column (rows and bias) or row (columns; the bias whole)."""
+        column = shard == "column"
+        self.add(f"{name}.weight", rows, cols, shard=shard, count=count, split_heads=split_heads)
+        self.add(f"{name}.bias", rows, shard=shard if column else "replicated", count=count,
+                 split_heads=split_heads if column else 0)
 
     # --- mixers --------------------------------------------------------------------------
     def attention(self, spec, prefix: str = "self_attn") -> None:
@@ -467,11 +477,11 @@ def _stated_flag(f: Fields, key: str) -> bool:
 
 
 def _torch_dtype(name, f: Fields, key: str) -> str:
-    dtypes = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16",
-              "half": "fp16"}
-    if not isinstance(name, str) or name not in dtypes:
-        raise f.error(key, f"{name!r}: expected one of {', '.join(dtypes)}")
-    return dtypes[name]
+    """A parameter dtype named as torch names it (float32, bfloat16, half, ...)."""
+    dtype = canonical_dtype(name) if isinstance(name, str) else None
+    if dtype not in STATE_DTYPES:
+        raise f.error(key, f"{name!r}: expected float32, bfloat16 or float16")
+    return dtype
 
 
 def _norms(inv: _Inventory, block: tuple) -> None:
@@ -598,10 +608,7 @@ def _moonvit_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
     for name, rows, cols, shard in (("attn.wqkv", 3 * h, h, "column"), ("attn.wo", h, h, "row"),
                                     ("mlp.fc0", inter, h, "column"),
                                     ("mlp.fc1", h, inter, "row")):
-        inv.add(f"vision.layers.{name}.weight", rows, cols, shard=shard, count=layers,
-                split_heads=heads)
-        inv.add(f"vision.layers.{name}.bias", rows, shard=shard if shard == "column" else
-                "replicated", count=layers, split_heads=heads if shard == "column" else 0)
+        inv.vit_linear(f"vision.layers.{name}", rows, cols, shard, layers, split_heads=heads)
     inv.add("vision.layers.norms", 4 * h, count=layers)
     inv.add("vision.final_layernorm", 2 * h)
     inv.add("mm_projector.pre_norm", 2 * h)
@@ -625,16 +632,11 @@ def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
     inv.add("vision.pos_embed.weight", v.integer("num_position_embeddings"), d)
     # vLLM splits the ViT's linears over TP (mm_encoder_tp_mode "weights", the default):
     # qkv and fc1 by rows (with their biases), proj and fc2 by columns (bias replicated)
-    def linear(name: str, rows: int, cols: int, shard: str, count: int = 1) -> None:
-        inv.add(f"{name}.weight", rows, cols, shard=shard, count=count)
-        inv.add(f"{name}.bias", rows, shard=shard if shard == "column" else "replicated",
-                count=count)
-
     inv.add("vision.blocks.norms", 4 * d, count=depth)
-    linear("vision.blocks.attn.qkv", 3 * d, d, "column", depth)
-    linear("vision.blocks.attn.proj", d, d, "row", depth)
-    linear("vision.blocks.mlp.linear_fc1", inter, d, "column", depth)
-    linear("vision.blocks.mlp.linear_fc2", d, inter, "row", depth)
+    inv.vit_linear("vision.blocks.attn.qkv", 3 * d, d, "column", depth)
+    inv.vit_linear("vision.blocks.attn.proj", d, d, "row", depth)
+    inv.vit_linear("vision.blocks.mlp.linear_fc1", inter, d, "column", depth)
+    inv.vit_linear("vision.blocks.mlp.linear_fc2", d, inter, "row", depth)
     # the merger, then Qwen3-VL's deepstack mergers (vLLM qwen3_vl.py deepstack_merger_list):
     # one per index, LayerNorm after the shuffle (over the merged width), fc1 and fc2
     stack = len(v.array("deepstack_visual_indexes") or [])
@@ -642,8 +644,8 @@ def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
                               ("vision.deepstack_merger", 2 * merged, stack)):
         if count:
             inv.add(f"{name}.norm", norm, count=count)
-            linear(f"{name}.linear_fc1", merged, merged, "column", count)
-            linear(f"{name}.linear_fc2", out, merged, "row", count)
+            inv.vit_linear(f"{name}.linear_fc1", merged, merged, "column", count)
+            inv.vit_linear(f"{name}.linear_fc2", out, merged, "row", count)
 
 
 def weight_inventory(model: Model) -> Weights:
