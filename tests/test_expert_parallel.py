@@ -240,7 +240,7 @@ def test_validate_predicts_an_attention_dp_row(capsys, monkeypatch):
     serves 64 / 8 = 8 of them; the row is re-predicted (no calibration was fitted on such rows)."""
     from pathlib import Path
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # MiniMax-M2.5 is not built in: fail fast
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # every row's model is built in: never the Hub
     fix = Path(__file__).parent / "fixtures" / "benchmarks" / "aic_sample.csv"
     code = run(["validate", "--benchmarks", str(fix), "--json", "--by", "layout"])
     out, err = capsys.readouterr()
@@ -248,6 +248,9 @@ def test_validate_predicts_an_attention_dp_row(capsys, monkeypatch):
     row = next(r for r in d["results"] if r["model"] == "deepseek-ai/DeepSeek-R1")
     assert row["detail"]["slots"] == 8
     assert "dp 8 x tp 1, ep 8" in d["by"]["layout"]
+    # MiniMax-M2.5 (built in from AIConfigurator's abbreviated config) is predicted too
+    mm = next(r for r in d["results"] if r["model"] == "MiniMaxAI/MiniMax-M2.5")
+    assert (mm["gpu"], mm["engine"], mm["tp"]) == ("b300", "vllm", 4)
     assert code in (0, 1)
 
 

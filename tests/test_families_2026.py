@@ -192,6 +192,26 @@ def test_minimax_m2_is_full_attention():
         load("x.json", cfg)
 
 
+@covers("MiniMaxAI__MiniMax-M2.5.json")
+def test_minimax_m25_without_attn_type_list_is_full_attention():
+    # AIConfigurator's abbreviated M2.5 config has no attn_type_list: vLLM's minimax_m2.py and
+    # transformers' MiniMaxM2Config never read one, every layer is softmax GQA
+    m = load("MiniMaxAI__MiniMax-M2.5.json")
+    assert "attn_type_list" not in m.config
+    fp = kv_footprint(m, [1])
+    check_attn(row(fp, "full_attention"), count=62, kv_heads=8, head_dim=128, window=None,
+               bytes_per_token=2 * 8 * 128 * BF16)
+    assert fp.bytes_per_token == 62 * 2 * 8 * 128 * 2 == 253_952
+    # TP 8: 8 KV heads, one per rank: 62 x 2 x 1 x 128 x 2 = 31,744 B per token per GPU
+    tp8 = kv_footprint(m, [1], tp=8, block_size_tokens=1)
+    assert tp8.sequences[0].per_gpu_bytes == 62 * 2 * 1 * 128 * 2 == 31_744
+    # fp8 KV: one byte per element, 126,976 B per token
+    assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 62 * 2 * 8 * 128 == 126_976
+    bad = {**m.config, "attn_type_list": [1] * 61}
+    with pytest.raises(Exception, match="attn_type_list: has 61 entries for 62 layers"):
+        load("x.json", bad)
+
+
 # --------------------------------------------------------------------------------------------
 # LFM2: short-conv state + GQA
 # --------------------------------------------------------------------------------------------

@@ -48,6 +48,8 @@ PUBLISHED = [
     # MiniMax-M2.7: the Hub total of MiniMax-M2.5 (the same shapes and fp8 block format),
     # 228,703,644,928, per-layer q/k norms over all heads, 256 experts, + the scales
     ("MiniMaxAI__MiniMax-M2.7.json", 228_703_644_928, True, {}),
+    # MiniMax-M2.5 itself (AIConfigurator's abbreviated config: no attn_type_list, no dtype)
+    ("MiniMaxAI__MiniMax-M2.5.json", 228_703_644_928, True, {}),
     # Kimi-Linear-48B (bf16): Hub total 49,122,681,728 (20 KDA layers of 39,514,272, 7 MLA layers
     # of 29,114,880, a dense layer 0, 26 MoE blocks of 256 experts + 1 shared)
     ("moonshotai__Kimi-Linear-48B-A3B-Instruct.json", 49_122_681_728, False, {}),

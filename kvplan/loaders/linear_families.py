@@ -12,7 +12,9 @@ docs/architectures.md):
   ``conv_L_cache - 1`` x hidden_size.
 - minimax_m1 / minimax_text_01 (MiniMax-M1, MiniMax-Text-01): ``attn_type_list`` 0 =
   lightning attention (``num_attention_heads`` x ``head_dim`` state), 1 = softmax GQA.
-- minimax_m2: every layer is full attention; its ``attn_type_list`` must say so (all 1).
+- minimax_m2: every layer is full attention. vLLM's ``minimax_m2.py`` (0.34) and transformers'
+  ``MiniMaxM2Config`` never read ``attn_type_list``; where a config has one it must say so
+  (all 1), and a config without one (AIConfigurator's MiniMax-M2.5) means the same.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def parse_minimax_lightning(f: Fields, model_type: str) -> list[tuple]:
 
 def parse_minimax_m2(f: Fields, model_type: str) -> list[tuple]:
     num_layers = f.num_layers()
-    types = _attn_types(f, num_layers)
+    types = _attn_types(f, num_layers) if f.has("attn_type_list") else []
     if 0 in types:
         raise f.error(f"attn_type_list[{types.index(0)}]", "minimax_m2 has no lightning layers "
                       "(every layer is softmax attention, 1)")
