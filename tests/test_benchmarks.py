@@ -225,7 +225,7 @@ def test_fit_recovers_a_known_efficiency():
     terms, problems = row_terms(runs)
     assert problems == []
     truth = Efficiency(hbm_bandwidth=0.7, flops=0.5, moe=0.6, step_overhead_s=2e-3,
-                       allreduce_latency_s=25e-6, host_ttft_s=0.02,
+                       layer_overhead_s=30e-6, allreduce_latency_s=25e-6, host_ttft_s=0.02,
                        host_ttft_per_prompt_token_s=2e-6, startup_share=0.1)
     ttft, tpot = predicted_times(terms, truth)
     measured = [replace(t, run=replace(t.run, ttft_s=float(a), tpot_s=float(b)))
@@ -242,7 +242,8 @@ def test_calibration_file_errors(tmp_path):
     src = json.loads((REPO / "calibrations" / "h200-sxm--vllm.json").read_text())
     e, _ = read_calibration(REPO / "calibrations" / "h200-sxm--vllm.json")
     assert e.calibrated and "h200-sxm--vllm.json" in e.source
-    for key, value in (("hbm_bandwidth", 1.5), ("step_overhead_s", -1), ("moe", "x")):
+    for key, value in (("hbm_bandwidth", 1.5), ("step_overhead_s", -1), ("moe", "x"),
+                       ("layer_overhead_s", -1e-6), ("layer_overhead_s", None)):
         bad = json.loads(json.dumps(src))
         bad["efficiency"][key] = value
         p = tmp_path / "c.json"
@@ -250,6 +251,19 @@ def test_calibration_file_errors(tmp_path):
         with pytest.raises(CalibrationFileError) as err:
             read_calibration(p)
         assert f"efficiency.{key}" in str(err.value)
+
+
+def test_calibration_file_without_layer_overhead_reads_as_zero(tmp_path):
+    """Files written before kvplan fitted a per-layer cost stay readable: the term is 0 there."""
+    from kvplan.loaders.serving_calibration import read_calibration
+
+    doc = json.loads((REPO / "calibrations" / "h200-sxm--vllm.json").read_text())
+    assert doc["efficiency"]["layer_overhead_s"] > 0
+    del doc["efficiency"]["layer_overhead_s"]
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(doc))
+    e, _ = read_calibration(p)
+    assert e.layer_overhead_s == 0.0 and e.step_overhead_s == doc["efficiency"]["step_overhead_s"]
 
 
 def test_plan_uses_the_calibration(calibrations_on):

@@ -282,6 +282,24 @@ def test_llama3_70b_fp8_kv_read_at_32k():
     assert s.seconds == approx(s.memory_s)  # FLOPs: 139e9 + 32768 x 2.6e6 = 2.25e11 -> 0.11 ms at 1.98e15
 
 
+def test_layer_overhead_is_paid_per_decoder_layer_per_step():
+    """The fitted per-layer cost (kernel launches, small kernels): Llama-3.1-70B's 80 layers at
+    50 us each add 4 ms to every decode step; a prompt in 8,192-token chunks pays it per chunk
+    (32k: 4 chunks x 4 ms); with PP 2 each stage runs 40 layers, and a token crosses both."""
+    _, sm = real("llama-3.1-70b", "h100", "fp8", "fp8")
+    e = replace(sm.efficiency, layer_overhead_s=50e-6)
+    with_layers = replace(sm, efficiency=e)
+    assert decode_step(with_layers, 4, 8192).seconds - decode_step(sm, 4, 8192).seconds == approx(
+        80 * 50e-6)
+    assert prefill_s(with_layers, 32768, 8192) - prefill_s(sm, 32768, 8192) == approx(
+        4 * 80 * 50e-6)
+    _, pp2 = plan(load_model("llama-3.1-70b"), load_gpu("h100"), kv_dtype="fp8",
+                  weight_dtype="fp8", engine="vllm", tp=1, pp=2, context_tokens=32768,
+                  efficiency=IDEAL)
+    assert (pp2.layers, pp2.pp) == (40, 2)
+    pp2e = replace(pp2, efficiency=replace(pp2.efficiency, layer_overhead_s=50e-6))
+    assert tpot_s(pp2e, 1, 1024) - tpot_s(pp2, 1, 1024) == approx(2 * 40 * 50e-6)
+
 def test_mixtral_moe_step_model():
     _, sm = real("mixtral-8x7b-v0.1", "h200", "auto", None)
     # bf16, tp 1: one expert of one layer = gate + up + down = 3 x 14336 x 4096 x 2 B

@@ -141,14 +141,15 @@ def calibration_markdown(outcome, source: str, date: str) -> str:
         lines.append(f"| {f} | {len(rs)} | {_cell(stats([r.errors['tpot'] for r in rs]))} | "
                      f"{_cell(stats([r.errors['ttft'] for r in rs]))} |")
     lines += ["", "## Fitted terms", "", "| GPU | engine | HBM eff | FLOP eff | attention | MoE "
-              "factor | step overhead | per sequence | all-reduce latency | host TTFT | host per "
-              "prompt token | start-up share |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "factor | step overhead | per layer | per sequence | all-reduce latency | host TTFT | "
+              "host per prompt token | start-up share |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in outcome.groups:
         if g.fitted:
             e = g.fitted.efficiency
             lines.append(f"| {g.gpu} | {g.engine} | {e.hbm_bandwidth:.3f} | {e.flops:.3f} | "
                          f"{e.attention:.3f} | {e.moe:.3f} | {e.step_overhead_s * 1e3:.3f} ms | "
-                         f"{e.sequence_overhead_s * 1e6:.2f} us | "
+                         f"{e.layer_overhead_s * 1e6:.2f} us | {e.sequence_overhead_s * 1e6:.2f} us | "
                          f"{e.allreduce_latency_s * 1e6:.1f} us | {e.host_ttft_s * 1e3:.1f} ms | "
                          f"{e.host_ttft_per_prompt_token_s * 1e6:.2f} us | {e.startup_share:.3f} |")
     lines += ["", "A term the rows cannot see (the MoE factor without MoE models, the all-reduce "

@@ -59,6 +59,9 @@ class Efficiency:
     #: time in TTFT
     step_overhead_s: float = 0.0  # scheduler, sampling, kernel launches: every step
     sequence_overhead_s: float = 0.0  # per running sequence per step (scheduling, sampling)
+    #: per decoder layer per step: each layer's kernel launches and the fixed latency of its
+    #: small kernels (norms, rotary, routing), which no byte or FLOP count sees
+    layer_overhead_s: float = 0.0
     attention: float = 1.0  # KV reads and attention FLOPs run at this fraction of the above
     moe: float = 1.0  # routed experts' share of a step runs at this fraction of the above
     host_ttft_s: float = 0.0  # API server, tokeniser: once per request
@@ -231,6 +234,7 @@ class StepTerms:
     sequences: Any = 0.0  # sequences decoding in the step
     attn_flops: Any = 0.0  # attention's FLOPs (decode and prompt), apart from the GEMMs'
     cross_calls: Any = 0.0  # of comm_calls, TP all-reduces over more GPUs than one domain
+    layers: Any = 0.0  # decoder layers the step runs on this GPU (each costs layer_overhead_s)
 
 
 def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> StepTerms:
@@ -263,7 +267,8 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
         comm_bytes=comm_bytes,
         sequences=batch + 0.0 * tokens,
         attn_flops=attn_flops,
-        cross_calls=cross + 0.0 * tokens)
+        cross_calls=cross + 0.0 * tokens,
+        layers=m.layers + 0.0 * tokens)
 
 
 def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
@@ -288,8 +293,8 @@ def step_time(m: StepModel, t: StepTerms, e: Efficiency | None = None) -> Step:
         peak * e.moe)
     comm_s = t.comm_calls * e.allreduce_latency_s + t.comm_bytes / (
         m.link_bytes_per_s * e.interconnect) + t.cross_calls * e.cross_domain_latency_s
-    seconds = e.step_overhead_s + e.sequence_overhead_s * t.sequences + _max(memory_s, compute_s) \
-        + comm_s
+    seconds = e.step_overhead_s + e.layer_overhead_s * t.layers \
+        + e.sequence_overhead_s * t.sequences + _max(memory_s, compute_s) + comm_s
     return Step(seconds, memory_s, compute_s, comm_s,
                 t.dense_bytes + t.expert_bytes + t.kv_bytes, t.kv_bytes,
                 t.dense_flops + t.expert_flops + t.attn_flops)
@@ -346,7 +351,8 @@ def prefill_s(m: StepModel, prompt_tokens, chunk_tokens, cached_tokens=0):
     compute_s = dense_flops / peak + expert_flops / (peak * e.moe)
     memory_s = chunks * (m.weight_bytes / hbm
                          + m.expert_bytes * m.moe_layers * m.num_experts / m.ep / (hbm * e.moe))
-    return m.pp * (chunks * e.step_overhead_s + _max(compute_s, memory_s)
+    return m.pp * (chunks * (e.step_overhead_s + e.layer_overhead_s * m.layers)
+                   + _max(compute_s, memory_s)
                    + allreduce_s(m, prompt_tokens))
 
 

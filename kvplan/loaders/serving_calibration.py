@@ -24,6 +24,8 @@ VERSION = 1
 FIELDS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe", "step_overhead_s",
           "sequence_overhead_s", "allreduce_latency_s", "host_ttft_s", "host_ttft_per_prompt_token_s",
           "startup_share")
+#: fields a calibration may omit (files written before kvplan fitted them), with their value then
+OPTIONAL = {"layer_overhead_s": 0.0}
 FRACTIONS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe")
 
 
@@ -82,8 +84,8 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
     if not isinstance(eff, dict):
         raise CalibrationFileError("expected an object", source=str(path), field="efficiency")
     values = {}
-    for key in FIELDS:
-        v = eff.get(key)
+    for key in (*FIELDS, *OPTIONAL):
+        v = eff.get(key, OPTIONAL.get(key))
         if not _finite(v) or v < 0:
             raise CalibrationFileError(f"expected a non-negative number, got {v!r}",
                                        source=str(path), field=f"efficiency.{key}")
@@ -94,7 +96,7 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
             raise CalibrationFileError(f"expected a share in [0, 1], got {v!r}",
                                        source=str(path), field=f"efficiency.{key}")
         values[key] = float(v)
-    unknown = sorted(set(eff) - set(FIELDS))
+    unknown = sorted(set(eff) - set(FIELDS) - set(OPTIONAL))
     if unknown:
         raise CalibrationFileError(f"unknown key(s) {', '.join(unknown)}", source=str(path),
                                    field="efficiency")

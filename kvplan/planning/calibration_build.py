@@ -46,7 +46,7 @@ def _stats(results: list[RowResult]) -> dict[str, Stats | None]:
 
 
 def _doc(g: GroupFit, source: str, date: str) -> str:
-    from ..loaders.serving_calibration import FIELDS, SCHEMA, VERSION
+    from ..loaders.serving_calibration import FIELDS, OPTIONAL, SCHEMA, VERSION
 
     assert g.fitted is not None
     e = g.fitted.efficiency
@@ -54,7 +54,7 @@ def _doc(g: GroupFit, source: str, date: str) -> str:
     doc = {
         "schema": SCHEMA, "version": VERSION, "gpu": g.gpu, "engine": g.engine,
         "engine_versions": list(g.versions),
-        "efficiency": {k: getattr(e, k) for k in FIELDS},
+        "efficiency": {k: getattr(e, k) for k in (*FIELDS, *OPTIONAL)},
         "provenance": {
             "source": source, "date": date, "rows_fit": g.rows_fit,
             "rows_held_out": g.rows_held_out,
