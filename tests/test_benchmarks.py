@@ -430,6 +430,22 @@ def test_rows_without_times_are_not_fitted(tmp_path):
     assert r.returncode == 2 and "enough measured rows" in r.stderr
 
 
+def test_a_fit_needs_two_rows_per_term(tmp_path):
+    """Eleven terms are not fitted on ~15 rows (two per term: 22): every sweep is its own group,
+    so about half of the 30 rows train; before the guard (8 rows) this wrote a calibration."""
+    from kvplan.planning.calibration_fit import MIN_ROWS, PARAMS
+
+    assert len(PARAMS) == 11 and MIN_ROWS == 22
+    p = tmp_path / "t.csv"
+    lines = ["model,gpu,engine,prompt_tokens,output_tokens,concurrency,tpot_ms,ttft_ms,group"]
+    lines += [f"llama-3.1-8b,h200-sxm,vllm,1024,256,{c},{4 + c / 10},{30 + c},g{c}"
+              for c in range(1, 31)]
+    p.write_text("\n".join(lines) + "\n")
+    r = kvplan("calibrate", "--from-benchmarks", str(p), "--out", str(tmp_path / "c"))
+    assert r.returncode == 2 and "enough measured rows" in r.stderr
+    assert not (tmp_path / "c").exists()
+
+
 def test_disaggregated_row_by_hand():
     from kvplan.core.perf import Efficiency
     from kvplan.planning.bench_predict import predict_detail

@@ -201,6 +201,7 @@ def _calibrate_benchmarks(files: list[Path], out_dir: Path | None, report: Path 
 
     from ..core.errors import InputError
     from ..planning.calibration_build import calibrate as fit_all
+    from ..planning.calibration_fit import MIN_ROWS
     from ..report.outfile import refuse_existing, write_atomic
     from .render import console
     from .render_bench import calibration_markdown, problem_lines
@@ -221,7 +222,8 @@ def _calibrate_benchmarks(files: list[Path], out_dir: Path | None, report: Path 
     outcome = fit_all(files, source=label, date=date, meta=_meta(meta))
     if not outcome.documents:
         first = problem_lines(outcome.problems)[:1]
-        raise InputError("no (GPU, engine) has enough measured rows to fit (8 in the fit half)"
+        raise InputError("no (GPU, engine) has enough measured rows to fit "
+                         f"({MIN_ROWS} timed rows in the fit half: two per fitted term)"
                          + (f"; {first[0]}" if first else ""), field="--from-benchmarks")
     for name in outcome.documents:
         refuse_existing(out_dir / name, force, "--out")
@@ -247,7 +249,8 @@ def _calibrate_benchmarks(files: list[Path], out_dir: Path | None, report: Path 
         out.print(f"wrote {p}")
     for g in outcome.groups:
         a = g.after["tpot"]
-        tail = ("; not fitted (too few rows with TTFT or TPOT)" if not g.fitted else
+        tail = (f"; not fitted (fewer than {MIN_ROWS} rows with TTFT or TPOT: two per fitted "
+                f"term)" if not g.fitted else
                 f"; held-out TPOT median |error| {a.median_abs_error:.1%}" if a else
                 "; fitted, no held-out rows to judge it (give rows of more than one sweep)")
         out.print(f"{g.gpu} {g.engine}: {g.rows_fit} fit rows, {g.rows_held_out} held out{tail}")

@@ -40,7 +40,9 @@ TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "layer_overhead_s": (1e-7, 2e-3),
               "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
 TTFT_WEIGHT = 0.5
 ROBUST_SCALE = 0.25  # log-error scale of the Cauchy loss (about 28%)
-MIN_ROWS = 8
+#: the fewest timed rows a fit takes: two per fitted term (eleven terms from eight rows would
+#: fit anything and predict nothing)
+MIN_ROWS = 2 * len(PARAMS)
 
 
 def held_out(t: RowTerms) -> bool:
@@ -172,7 +174,8 @@ def fit(rows: list[RowTerms], source: str) -> Fitted:
     """The efficiency that best predicts ``rows`` (at least ``MIN_ROWS`` timed ones)."""
     rows = timed(rows)
     if len(rows) < MIN_ROWS:
-        raise ValueError(f"{len(rows)} rows with TTFT or TPOT; a fit needs {MIN_ROWS}")
+        raise ValueError(f"{len(rows)} rows with TTFT or TPOT; a fit of {len(PARAMS)} terms "
+                         f"needs {MIN_ROWS}")
     a = _Arrays(rows)
     base = Efficiency(source=source, calibrated=True)
 
