@@ -406,8 +406,31 @@ def test_deepseek_v32_sparse_mla():
     fp8 = kv_footprint(m, [1], kv_dtype="fp8")
     assert fp8.kv_dtype == "fp8_ds_mla"
     assert fp8.bytes_per_token == 61 * DS_MLA + 61 * INDEXER == 48_068
-    with pytest.raises(InputError, match="SGLang's NSA layout"):  # 64-token pages, DP attention
+    # SGLang 0.5.23's DSA pool (kvplan.engines.sglang_dsa): the latent format follows the GPU.
+    # Without one (kvplan size) auto and fp8 are refused; bf16 and fp8_ds_mla are not
+    with pytest.raises(InputError, match="SGLang's DSA cache under --kv-dtype fp8 depends on "
+                       "the GPU"):
         kv_footprint(m, [1], kv_dtype="fp8", engine="sglang")
+    sg = kv_footprint(m, [1], kv_dtype="bf16", engine="sglang")
+    assert sg.bytes_per_token == 61 * (576 * 2 + 132) == 78_324
+    assert kv_footprint(m, [1], kv_dtype="fp8_ds_mla", engine="sglang").bytes_per_token == \
+        61 * (512 + 16 + 128 + 132) == 48_068
+    # Hopper (SM 9.0): auto is bf16, fp8 is FlashMLA's scaled row (656 B)
+    h = {"engine": "sglang", "gpu_capability": "9.0"}
+    assert kv_footprint(m, [1], **h).bytes_per_token == 78_324
+    assert kv_footprint(m, [1], kv_dtype="fp8", **h).bytes_per_token == 48_068
+    # Blackwell (SM 10.0): auto is fp8, and TRT-LLM's DSA kernels read the raw 576-byte row
+    b = {"engine": "sglang", "gpu_capability": "10.0"}
+    assert kv_footprint(m, [1], **b).kv_dtype == "fp8_e4m3"
+    assert kv_footprint(m, [1], **b).bytes_per_token == 61 * (576 + 132) == 43_188
+    # 64-token pages whatever --block-size says; the latent is not split by TP: 100 tokens at
+    # TP 8 hold 2 pages = 128 tokens x 708 B x 61 layers on every GPU
+    tp8 = kv_footprint(m, [100], tp=8, block_size_tokens=1, **b)
+    assert tp8.sequences[0].per_gpu_bytes == 128 * (576 + 132) * 61 == 5_528_064
+    with pytest.raises(InputError, match="stores the latent as bfloat16 or fp8_e4m3, not"):
+        kv_footprint(m, [1], kv_dtype="fp8_e5m2", **b)
+    with pytest.raises(InputError, match="from 0.5.23 only"):
+        kv_footprint(m, [1], kv_dtype="bf16", engine="sglang@0.5.20")
     # llama.cpp (llama-kv-cache-dsa): latent as K only and the indexer key in the K type (f16)
     assert kv_footprint(m, [1], engine="llama.cpp").bytes_per_token == 61 * (576 + 128) * 2
     with pytest.raises(InputError, match="'deepseek_v32' models are not planned on hf"):
@@ -436,10 +459,13 @@ def test_glm52_shared_indexers():
     assert kinds(m) == [("mla", "indexer") if i in with_indexer else ("mla",) for i in range(78)]
     assert kv_footprint(m, [1]).bytes_per_token == 78 * LATENT * BF16 + 21 * INDEXER == 92_628
     assert kv_footprint(m, [1], kv_dtype="fp8").bytes_per_token == 78 * DS_MLA + 21 * INDEXER
-    # SGLang's NSA layout (64-token pages, DP attention, an index buffer per layer) is not
-    # established
-    with pytest.raises(InputError, match="SGLang's NSA layout"):
-        kv_footprint(m, [1], engine="sglang")
+    # SGLang 0.5.23 elides the indexer of layers that reuse a top-k (dsa_layer_skips_topk:
+    # the same 21 layers); Blackwell fp8 raw rows: 78 x 576 + 21 x 132
+    assert kv_footprint(m, [1], engine="sglang", gpu_capability="10.0").bytes_per_token == \
+        78 * 576 + 21 * 132 == 47_700
+    # before 0.5.23 (an index buffer per layer, as read in late 2025) it is not established
+    with pytest.raises(InputError, match="from 0.5.23 only"):
+        kv_footprint(m, [1], engine="sglang@0.5.20", kv_dtype="bf16")
     # indexer_types that disagree with freq / offset are refused
     types = list(m.config["indexer_types"])
     types[3] = "full"

@@ -125,8 +125,8 @@ def test_old_vllm_releases_refuse_families_they_may_not_serve(capsys):
 
 
 @pytest.mark.parametrize("fname, engine, why", [
-    ("deepseek-ai__DeepSeek-V3.2.json", "sglang", "SGLang's NSA layout"),
-    ("zai-org__GLM-5.json", "sglang", "SGLang's NSA layout"),
+    ("deepseek-ai__DeepSeek-V3.2.json", "sglang@0.5.20", "SGLang's DSA pool from 0.5.23"),
+    ("zai-org__GLM-5.json", "sglang@0.5.20", "SGLang's DSA pool from 0.5.23"),
     ("MiniMaxAI__MiniMax-M1.json", "sglang", ""),
     ("Qwen__Qwen3.5-27B.json", "trtllm", "TensorRT-LLM 1.1 as read in late 2025"),
 ])
@@ -137,14 +137,17 @@ def test_engines_that_do_not_plan_a_family_say_so(capsys, fname, engine, why):
 
 def test_launch_lines_for_refusing_engines_are_comments(capsys):
     # V3.2, TP 8 on H200 at 32k with fp8: vLLM gets a command (fp8, which it rewrites to
-    # fp8_ds_mla, and the forced 64-token block); SGLang and TRT-LLM get a comment saying why
+    # fp8_ds_mla, and the forced 64-token block); TRT-LLM gets a comment saying why
     d = fit_json(capsys, str(CONFIGS / "deepseek-ai__DeepSeek-V3.2.json"), "--gpu", "h200",
                  "--tp", "8", "--context", "32k", "--kv-dtype", "fp8")
     vllm = d["launch"]["vllm"]
     assert vllm.startswith("vllm serve ") and "--kv-cache-dtype fp8 " in vllm
     # the forced 64-token block (FlashMLASparse) is passed as planned
     assert "--block-size 64 " in vllm and "--max-num-seqs" not in vllm
-    assert d["launch"]["sglang"].startswith("# 'deepseek_v32' models are not planned on sglang")
+    # SGLang 0.5.23 plans DSA models (sglang_dsa.py): on an H200 fp8 is FlashMLA's scaled row,
+    # the same 656 B, spelled fp8_e4m3 on its command line
+    assert d["launch"]["sglang"].startswith("python -m sglang.launch_server ")
+    assert "--kv-cache-dtype fp8_e4m3" in d["launch"]["sglang"]
     assert d["launch"]["trtllm"].startswith("# 'deepseek_v32' models are not planned on trtllm")
 
 
@@ -245,3 +248,20 @@ def test_absurd_mtp_counts_are_errors(value):
     cfg = {**raw("deepseek-ai__DeepSeek-V3.json"), "num_nextn_predict_layers": value}
     with pytest.raises(InputError, match="num_nextn_predict_layers"):
         load("x.json", cfg)
+
+
+def test_sglang_dsa_fit_follows_the_gpu(capsys):
+    """SGLang 0.5.23 on DeepSeek-V3.2 at TP 8, 32k (kvplan.engines.sglang_dsa): on a B200
+    auto is fp8 and TRT-LLM's kernels read the raw row, 61 x (576 + 132) = 43,188 B per token;
+    on an H200 auto is bf16, 61 x (1,152 + 132) = 78,324 B; pages are 64 tokens either way."""
+    b = fit_json(capsys, str(CONFIGS / "deepseek-ai__DeepSeek-V3.2.json"), "--gpu", "b200",
+                 "--tp", "8", "--context", "32k", "--engine", "sglang", "--block-size", "16")
+    assert b["kv_dtype"] == "fp8_e4m3"
+    assert b["per_sequence_bytes"] == 32_768 * 61 * (576 + 132) == 1_415_184_384
+    assert "--page-size 64" in b["launch"]["sglang"]
+    assert any("SGLang forces 64-token pages" in n and "--block-size 16 does not apply" in n
+               for n in b["notes"])
+    h = fit_json(capsys, str(CONFIGS / "deepseek-ai__DeepSeek-V3.2.json"), "--gpu", "h200",
+                 "--tp", "8", "--context", "32k", "--engine", "sglang")
+    assert h["kv_dtype"] == "bf16"
+    assert h["per_sequence_bytes"] == 32_768 * 61 * (1_152 + 132) == 2_566_520_832

@@ -28,13 +28,16 @@ Rules, with where SGLang implements them:
   (``ModelConfig._get_and_verify_dtype``, from vLLM 0.6's rule; not re-verified on main).
 - Sliding layers' page rounding: the eviction point is rounded down to a page, so with pages
   of P tokens a request can hold up to ``W + 2P - 1`` tokens.
+- DSA models (DeepSeek-V3.2, GLM-5.x), from 0.5.23: ``kvplan.engines.sglang_dsa`` (64-token
+  pages, the latent format by GPU, indexers only where a layer computes its own top-k).
 - Not modelled: the ``page_size`` padding slots (one page per layer, shared by all requests),
   radix-cache sharing, Mamba extra buffers for prefix caching and speculative decoding.
 """
 
 from __future__ import annotations
 
-from .base import EngineLayout, parse_version
+from .base import EngineLayout, parse_version, version_tuple
+from .sglang_dsa import FIRST_READ
 
 DEFAULT_VERSION = "main"
 #: the newest release whose source kvplan has read (sdists on PyPI, 2026-12)
@@ -44,6 +47,7 @@ NEWEST_READ = "0.5.23"
 def sglang_layout(version: str | None = None) -> EngineLayout:
     version = parse_version(version, DEFAULT_VERSION, "sglang", allow_main=True,
                             newest=NEWEST_READ)
+    dsa_read = version_tuple(version) >= FIRST_READ  # DSA models (kvplan.engines.sglang_dsa)
     return EngineLayout(
         name="sglang",
         version=version,
@@ -57,8 +61,9 @@ def sglang_layout(version: str | None = None) -> EngineLayout:
         fp32_runs_as="fp16",
         fp32_runs_as_by_prefix=(("gemma", "bf16"),),
         kv_formats=frozenset({"bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "nvfp4", "fp8_ds_mla"}),
-        sparse_mla_fp8_format="fp8_ds_mla",  # NSATokenToKVPool: 512 fp8 + scales + bf16 rope
-        indexer_on_every_layer=True,
+        sparse_mla_fp8_format="fp8_ds_mla",  # the DSA pool's scaled fp8 row (sglang_dsa.py)
+        # 0.5.23 elides the indexer of layers that reuse a top-k; older releases: not read
+        indexer_on_every_layer=not dsa_read,
         separate_kv_formats=False,
         conv_state_dtype="bf16",
         ssm_state_dtype="fp32",
@@ -68,7 +73,8 @@ def sglang_layout(version: str | None = None) -> EngineLayout:
                for t in ("minimax", "minimax_text_01", "minimax_m1")},
             "nemotron-nas": "kvplan has not established whether SGLang's pool spans the "
                             "attention-free DeciLM layers (its code sizes it for every layer)",
-            **{t: "kvplan has not established SGLang's NSA layout (it forces 64-token pages "
-                  "and data-parallel attention)" for t in ("deepseek_v32", "glm_moe_dsa")}},
+            **({} if dsa_read else {
+                t: "kvplan has read SGLang's DSA pool from 0.5.23 only (plan with --engine "
+                   "sglang@0.5.23 or newer)" for t in ("deepseek_v32", "glm_moe_dsa")})},
         kv_sharing=False,
     )

@@ -20,7 +20,7 @@ from ..core.model import Model
 from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
 from ..core.units import cdiv, ceil_bytes
 from ..core.weights import Weights, expert_layer_bytes, expert_width, tensor_role, weight_bytes
-from ..engines import EngineLayout, get_engine
+from ..engines import EngineLayout, get_engine, sglang_dsa
 from ..engines.base import version_tuple
 from ..engines.expert_buffers import (
     NO_EP_MEMORY,
@@ -45,9 +45,19 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
     MLA backend block; a hybrid's block is then raised by ``_hybrid_unify``."""
     notes: list[str] = []
     block = req.block_size_tokens
+    kinds = {spec.kind for spec in model.cache_layers}
+    if sglang_dsa.served(layout) and "indexer" in kinds:
+        fmt = resolve_formats(model, layout, req.kv_dtype,
+                              gpu_capability=req.gpu.compute_capability).name
+        notes.append(f"SGLang forces {sglang_dsa.PAGE_TOKENS}-token pages for DSA models "
+                     "(model_overrides/deepseek_v2.py)"
+                     + (f"; --block-size {block} does not apply" if block not in
+                        (None, sglang_dsa.PAGE_TOKENS) else "")
+                     + f"; its DSA latent on {req.gpu.name} (SM {req.gpu.compute_capability}) "
+                     f"under --kv-dtype {req.kv_dtype}: {fmt}")
+        return sglang_dsa.PAGE_TOKENS, notes
     if layout.name != "vllm":
         return (block or layout.default_block_size_tokens), notes
-    kinds = {spec.kind for spec in model.cache_layers}
     if "indexer" in kinds:
         block = 64
         notes.append("vLLM forces 64-token blocks for sparse MLA (FlashMLASparse backend: "
@@ -253,12 +263,14 @@ def plan_layout(req: FitRequest) -> FitResult:
     ctx = req.context_tokens + lookahead
 
     fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
-                      block_size_tokens=block, engine=layout, dcp=req.dcp)
+                      block_size_tokens=block, engine=layout, dcp=req.dcp,
+                      gpu_capability=req.gpu.compute_capability)
     block2, state_page, hybrid_notes = _hybrid_unify(req, model, fp.layer_costs, layout, block)
     if block2 != block:
         block = block2
         fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
-                          block_size_tokens=block, engine=layout, dcp=req.dcp)
+                          block_size_tokens=block, engine=layout, dcp=req.dcp,
+                      gpu_capability=req.gpu.compute_capability)
     notes += hybrid_notes
     _check_native(req, fp)
     notes += list(fp.notes)
@@ -273,7 +285,8 @@ def plan_layout(req: FitRequest) -> FitResult:
                              f"{model.vocab_size}: speculative decoding needs the same tokenizer",
                              field="--draft-model")
         draft_fp = kv_footprint(dm, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=1,
-                                block_size_tokens=block, engine=layout)
+                                block_size_tokens=block, engine=layout,
+                                gpu_capability=req.gpu.compute_capability)
 
     # weights per stage
     if req.weight_memory_bytes is not None:

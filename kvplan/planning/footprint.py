@@ -26,7 +26,7 @@ from ..core.layers import CompressedAttention, LayerSpec
 from ..core.model import Model
 from ..core.parallel import check_degree, pp_stages
 from ..core.units import ceil_bytes
-from ..engines import EngineLayout, get_engine
+from ..engines import EngineLayout, get_engine, sglang_dsa
 from ..engines.base import version_tuple
 from ..engines.context_parallel import check_dcp, shard_tokens
 from ..engines.costs import LayerCost, layer_cost, unify_pages
@@ -60,9 +60,19 @@ class Footprint:
 
 
 def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
-                    k_dtype: str | None = None, v_dtype: str | None = None) -> KvFormatPair:
+                    k_dtype: str | None = None, v_dtype: str | None = None,
+                    gpu_capability: str | None = None) -> KvFormatPair:
     """Formats for K and V: ``auto`` is the checkpoint's KV scheme where the engine applies it,
-    else the engine's reading of the model dtype."""
+    else the engine's reading of the model dtype. SGLang's sparse-MLA (DSA) pool picks its
+    format by GPU (``kvplan.engines.sglang_dsa``): ``gpu_capability`` is the GPU's compute
+    capability, None where no GPU is planned."""
+    if sglang_dsa.served(engine) and any(s.kind == "indexer" for s in model.cache_layers):
+        if k_dtype or v_dtype:
+            raise InputError("SGLang's DSA pool stores one latent format for K and V",
+                             field="--k-dtype" if k_dtype else "--v-dtype")
+        return parse_format(sglang_dsa.latent_format(
+            kv_dtype, gpu_capability, model_type=model.model_type,
+            learnable_sink=bool(model.config.get("learnable_sink"))))
     def one(spec: str) -> KvFormatPair:
         if spec.strip().lower() != "auto":
             return parse_format(spec)
@@ -122,9 +132,12 @@ def kv_footprint(
     engine: str | EngineLayout = "vllm",
     state_dtype: str | None = None,
     dcp: int = 1,
+    gpu_capability: str | None = None,
 ) -> Footprint:
     """Compute the KV footprint of one sequence of ``model`` at each context length; ``dcp``:
-    decode context parallel GPUs each sequence's tokens are split over (of the ``tp``)."""
+    decode context parallel GPUs each sequence's tokens are split over (of the ``tp``);
+    ``gpu_capability``: the planned GPU's compute capability, where an engine's layout
+    depends on it (SGLang's DSA pool), None without a GPU."""
     layout = get_engine(engine) if isinstance(engine, str) else engine
     check_degree(tp, "tp")
     check_degree(pp, "pp")
@@ -132,6 +145,8 @@ def kv_footprint(
     if (layout.sparse_mla_fp8_format and layout.name == "vllm"
             and any(s.kind == "indexer" for s in model.cache_layers)):
         block = SPARSE_MLA_BLOCK  # vLLM forces it whatever --block-size says (FlashMLASparse)
+    if sglang_dsa.served(layout) and any(s.kind == "indexer" for s in model.cache_layers):
+        block = sglang_dsa.PAGE_TOKENS  # SGLang's DSA override, applied after --page-size
     if not isinstance(block, int) or isinstance(block, bool) or block < 1:
         raise InputError(f"must be a positive integer, got {block!r}", field="--block-size")
     contexts = tuple(contexts)
@@ -140,7 +155,7 @@ def kv_footprint(
             raise InputError(f"must be a positive number of tokens, got {n!r}", field="--context")
     if any(s.kind == "compressed_attention" for s in model.cache_layers):
         return _compressed_footprint(model, contexts, layout, kv_dtype, k_dtype, v_dtype, tp, pp)
-    formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype)
+    formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype, gpu_capability)
     layout.check_options(formats.k.name, formats.v.name, block, tp)
     layout.check_model(model)
     layout.check_kv_format(model, formats.name)

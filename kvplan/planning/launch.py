@@ -37,7 +37,8 @@ VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e
            # sparse MLA: vLLM rewrites fp8 to its fp8_ds_mla layout (DeepseekV32 config hook)
            "fp8_ds_mla": "fp8"}
 SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
-             "nvfp4": "nvfp4"}  # SGLang 0.5.23 --kv-cache-dtype choices (fp4_e2m1 is refused)
+             "nvfp4": "nvfp4",  # SGLang 0.5.23 --kv-cache-dtype choices (fp4_e2m1 is refused)
+             "fp8_ds_mla": "fp8_e4m3"}  # a DSA model's fp8 latent under FlashMLA (sglang_dsa.py)
 TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 LLAMA_KV = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0",
             "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1", "iq4_nl": "iq4_nl"}
