@@ -9,7 +9,8 @@ transformers is not a kvplan dependency; run this from an environment that has i
     # --record tests/fixtures/transformers_param_counts.json: the counts tests pin kvplan to
 
 Expected differences, printed with the row: loaded buffers transformers keeps apart from its
-parameters (MoE score biases, Gemma-4's layer scalars); the V slot vLLM's fused QKV keeps on
+parameters (MoE score biases, Gemma-4's layer scalars, DeepSeek-V4's tid2eid hash tables,
+which vLLM holds as int32 parameters); the V slot vLLM's fused QKV keeps on
 Gemma-4's attention_k_eq_v layers; vision towers kvplan counts that a text-only transformers
 class leaves out (Qwen3.5), and towers kvplan does not count yet (LLaVA's CLIP, Qwen2-VL's
 tower). Configs whose model_type transformers does not know are skipped (never remote code).

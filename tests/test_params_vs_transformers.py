@@ -42,6 +42,13 @@ STATED = {
                                            "V slots + buffers"),
     # 60 MoE layers' score-correction biases (384 each) and MoonViT's 4 x 1152 time table
     "moonshotai__Kimi-K2.5.json": (60 * 384 + 4 * 1152, "score biases + time table"),
+    # DeepSeek-V4: vLLM's int32 tid2eid tables [vocab, top_k] on the 3 hash-routed layers and
+    # fp32 score biases on the other layers are parameters; transformers keeps both as buffers
+    # (tid2eid in int64). Shapes otherwise agree tensor for tensor (vLLM fuses wq_a + wkv and
+    # the compressors' wkv + wgate, transformers keeps them apart). Neither side counts the MTP
+    # layer here (transformers does not build it; kvplan reports it apart).
+    "deepseek-ai__DeepSeek-V4-Flash.json": (3 * 129_280 * 6 + 40 * 256, "hash tables + biases"),
+    "deepseek-ai__DeepSeek-V4-Pro.json": (3 * 129_280 * 6 + 58 * 384, "hash tables + biases"),
 }
 #: vendored configs without a vision_config: kvplan counts the text model and says so
 TOWER_NOT_COUNTED = {"llava-hf__llava-1.5-7b-hf.json", "Qwen__Qwen2-VL-7B-Instruct.json"}
@@ -55,6 +62,8 @@ def test_inventory_matches_transformers(name):
     diff = w.params_total - theirs["params"]
     if name in STATED:
         assert diff == STATED[name][0], STATED[name][1]
+        if name.startswith("deepseek-ai__DeepSeek-V4"):  # the stated difference is the buffers
+            assert diff == theirs["buffers"]
     elif name in TOWER_NOT_COUNTED:
         assert diff < 0 and any("not counted" in n for n in w.notes)
     else:
@@ -65,5 +74,6 @@ def test_the_record_covers_the_2026_families():
     assert len(COUNTS) >= 60
     for name in ("XiaomiMiMo__MiMo-V2-Flash.json", "Qwen__Qwen3-VL-30B-A3B-Instruct.json",
                  "google__gemma-4-26B-A4B.json", "deepseek-ai__DeepSeek-V3.2.json",
-                 "zai-org__GLM-5.json", "moonshotai__Kimi-K2.5.json"):
+                 "zai-org__GLM-5.json", "moonshotai__Kimi-K2.5.json",
+                 "deepseek-ai__DeepSeek-V4-Flash.json", "deepseek-ai__DeepSeek-V4-Pro.json"):
         assert name in COUNTS

@@ -333,3 +333,143 @@ def test_qwen3_vl_deepstack_buffers_join_the_weights(capsys):
         assert run(args) == 0
         d = json.loads(capsys.readouterr().out)
         assert d["memory"]["weights_bytes"] == 2 * 8_767_123_696 + buffers
+
+
+# --- DeepSeek-V4 (vLLM 0.34 vllm/models/deepseek_v4) -------------------------------------------
+
+V4 = "deepseek-ai__DeepSeek-V4-Flash.json"
+
+
+def v4_flash_by_hand() -> dict[str, int]:
+    """DeepSeek-V4-Flash from its config, term by term (hidden 4096, vocab 129,280, 43 layers:
+    compress_ratios 0, 0, then 4 / 128 alternating: 2 window-only, 21 ratio-4, 20 ratio-128
+    layers; one MTP layer)."""
+    h, vocab, heads, hd, q_lora, o_lora, groups = 4096, 129_280, 64, 512, 1024, 1024, 8
+    index_heads, index_dim, hc, experts, top_k, inter = 64, 128, 4, 256, 6, 2048
+    # attention: fp32 sinks, fused wq_a + wkv, q_norm, wq_b, kv_norm, grouped wo_a, wo_b
+    attn = (heads + (q_lora + hd) * h + q_lora + heads * hd * q_lora + hd
+            + groups * o_lora * (heads * hd // groups) + h * groups * o_lora)
+    assert attn == 106_956_352
+
+    def compressor(dim, ratio):  # fp32 ape, fused wkv + wgate, norm (overlap 2 for ratio 4)
+        coff = 2 if ratio == 4 else 1
+        return ratio * coff * dim + 2 * coff * dim * h + dim
+
+    indexer = index_heads * index_dim * q_lora + index_heads * h + compressor(index_dim, 4)
+    csa = attn + compressor(hd, 4) + indexer  # ratio 4: compressor + indexer
+    hca = attn + compressor(hd, 128)  # ratio 128: compressor only
+    assert (compressor(hd, 4), compressor(hd, 128), indexer) == (8_393_216, 4_260_352, 10_749_056)
+    expert = 3 * inter * h  # w1, w3, w2
+    router = experts * h
+    moe_hash = router + vocab * top_k + experts * expert + expert  # tid2eid, routed, 1 shared
+    moe = router + experts + experts * expert + expert  # fp32 score-correction bias instead
+    mix = (2 + hc) * hc
+    rest = 2 * h + 2 * (mix * hc * h + mix + 3)  # attn/ffn norms, two hyper-connections
+    layers = (2 * attn + 21 * csa + 20 * hca  # layers 0-1, the even and odd ones from 2
+              + 3 * moe_hash + 40 * moe + 43 * rest)  # num_hash_layers 3
+    hyper_head = hc * hc * h + hc + 1
+    total = 2 * vocab * h + layers + h + hyper_head  # embedding, LM head, final norm
+    # MTP: a ratio-1 layer (no compressor, no indexer) with a non-hash MoE, enorm, hnorm,
+    # shared_head.norm, e_proj and h_proj, its own hyper-head; the target's embedding and head
+    mtp = attn + moe + rest + 3 * h + 2 * h * h + hyper_head
+    active = total - 43 * (experts - top_k) * expert
+    return {"total": total, "active": active, "mtp": mtp}
+
+
+def test_deepseek_v4_flash_parameters_by_hand():
+    """Model card: "284B total, 13B active". transformers 5.24.0 on the meta device counts
+    284,332,230,231 parameters + 2,337,280 buffers (tests/test_params_vs_transformers.py)."""
+    w = kvplan.weight_inventory(load(V4))
+    hand = v4_flash_by_hand()
+    assert w.params_total == hand["total"] == 284_334_567_511
+    assert w.params_active == hand["active"] == 13_801_959_511
+    assert w.params_extra == hand["mtp"] == 6_610_048_891
+    assert (w.num_experts, w.experts_per_token) == (256, 6)
+    # the built-in is the same config
+    assert kvplan.weight_inventory(kvplan.load_model("deepseek-v4-flash")).params_total \
+        == hand["total"]
+
+
+def test_deepseek_v4_pro_against_transformers_and_the_card():
+    """DeepSeek-V4-Pro ("1.6T total, 49B active"): transformers' 1,572,997,179,491 parameters
+    + its 3 x 129,280 x 6 hash tables and 58 x 384 score biases (buffers there)."""
+    w = kvplan.weight_inventory(load("deepseek-ai__DeepSeek-V4-Pro.json"))
+    assert w.params_total == 1_572_997_179_491 + 3 * 129_280 * 6 + 58 * 384
+    expert = 3 * 3072 * 7168
+    assert w.params_active == w.params_total - 61 * (384 - 6) * expert == 49_781_408_099
+    assert any("expert_dtype not stated" in n for n in w.notes)  # vLLM's default fp4
+
+
+def _v4_group_bytes(w, fmt, tp, names, layer=2):
+    from fractions import Fraction
+
+    from kvplan.core.parallel import plain_split
+    from kvplan.core.weights import rank_tensor_bytes
+
+    return sum((rank_tensor_bytes(t, fmt, plain_split(tp)) for t in w.tensors
+                if t.name in names and t.layer == layer), Fraction(0))
+
+
+def test_deepseek_v4_flash_bytes_per_gpu_by_hand():
+    """vLLM's DeepseekV4FP8Config with expert_dtype fp4: routed experts through Mxfp4MoEMethod
+    (w13 [E, 2 x I/tp, H/2] and w2 [E, H, I/tp/2] uint8 + uint8 e8m0 scales per 32 values),
+    every other linear fp8 128 x 128 blocks with e8m0fnu (1-byte) weight_scale_inv."""
+    m = load(V4)
+    w, fmt = kvplan.weight_inventory(m), kvplan.weight_format(m, None)
+    assert (fmt.scheme, fmt.expert_scheme, fmt.scale_bytes) == ("fp8_block", "mxfp4", 1)
+    experts = ("ffn.experts.w1.weight", "ffn.experts.w3.weight", "ffn.experts.w2.weight")
+    # one layer's 256 experts: 3 x 2048 x 4096 values a half byte each + a byte per 32
+    tp1 = 256 * 3 * (2048 * 4096 // 2 + 2048 * 4096 // 32)
+    assert tp1 == 3_422_552_064
+    assert _v4_group_bytes(w, fmt, 1, experts) == tp1
+    # TP 8 (no expert parallelism): each expert 256 wide on a rank
+    assert _v4_group_bytes(w, fmt, 8, experts) == 256 * 3 * (256 * 4096 // 2 + 256 * 4096 // 32) \
+        == 427_819_008
+    # wq_b [32768, 1024], column: 256 x 8 blocks (TP 1), 32 x 8 a rank (TP 8), a byte each
+    assert _v4_group_bytes(w, fmt, 1, {"attn.wq_b.weight"}) == 32768 * 1024 + 256 * 8
+    assert _v4_group_bytes(w, fmt, 8, {"attn.wq_b.weight"}) == 4096 * 1024 + 32 * 8
+    # fused wq_a + wkv [1536, 4096], replicated: whole on every rank
+    for tp in (1, 8):
+        assert _v4_group_bytes(w, fmt, tp, {"attn.fused_wqa_wkv.weight"}) == 1536 * 4096 + 12 * 32
+    # fp32 hyper-connection and compressor tensors, bf16 router and compressor projection
+    hc = {"hc_attn_fn", "hc_ffn_fn", "hc_attn_base", "hc_ffn_base", "hc_attn_scale",
+          "hc_ffn_scale"}
+    assert _v4_group_bytes(w, fmt, 8, hc) == 4 * 2 * (24 * 16384 + 24 + 3)
+    assert _v4_group_bytes(w, fmt, 8, {"attn.compressor.ape"}) == 4 * 4 * 1024
+    assert _v4_group_bytes(w, fmt, 8, {"ffn.gate.weight",
+                                       "attn.compressor.fused_wkv_wgate.weight"}) \
+        == 2 * (256 * 4096 + 2048 * 4096)
+    # hash layers' int32 tid2eid [129280, 6]
+    assert _v4_group_bytes(w, fmt, 8, {"ffn.gate.tid2eid"}, layer=0) == 4 * 129_280 * 6
+    # expert_dtype fp8 (DeepSeek-V4-Flash-Base): fp8 block experts with fp32 scales
+    base = load(V4, expert_dtype="fp8")
+    fmt8 = kvplan.weight_format(base, None)
+    assert (fmt8.expert_scheme, fmt8.scale_bytes) == ("", 4)
+    assert _v4_group_bytes(w, fmt8, 8, experts) == 256 * 3 * (256 * 4096 + 4 * 2 * 32)
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"compress_ratios": [0, 0, 8] + [4] * 41}, "compress_ratios[2]"),
+    ({"compress_ratios": [0, 4]}, "compress_ratios"),
+    ({"expert_dtype": "int4"}, "expert_dtype"),
+    ({"num_hash_layers": 44}, "num_hash_layers"),
+    ({"mlp_layer_types": ["moe"] + ["hash_moe"] * 3 + ["moe"] * 39}, "mlp_layer_types[0]"),
+    ({"o_groups": 7}, "o_groups"),
+    ({"vision_n_layers": 2}, "vision_n_layers"),
+    ({"first_k_dense_replace": 1}, "first_k_dense_replace"),
+    ({"tie_word_embeddings": True}, "tie_word_embeddings"),
+    ({"layer_types": ["sliding_attention"] * 43}, "layer_types"),  # the KV rules refuse it
+    ({"shared_expert_intermediate_size": 1024}, "shared_expert_intermediate_size"),  # unread
+    ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128],
+                              "moe_quant_algo": "NVFP4"}}, "quantization_config.moe_quant_algo"),
+])
+def test_deepseek_v4_unmodelled_values_are_one_error_naming_the_key(tmp_path, capsys, change,
+                                                                    key):
+    from cli_helpers import fail
+
+    cfg = json.loads((CONFIGS / V4).read_text())
+    cfg.update(change)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    line = fail(capsys, "fit", str(p), "--gpu", "h200", "--tp", "8", "--context", "32768")
+    assert f" {key}" in line or f"{key}:" in line, line

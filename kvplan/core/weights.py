@@ -126,7 +126,8 @@ class WeightFormat:
     - ``fp8``: n + 4 (one fp32 per-tensor scale; vLLM ``Fp8LinearMethod``)
     - ``fp8_channel``: n + 4 * rows (fp32 scale per output channel)
     - ``fp8_block``: n + 4 * ceil(rows/b0) * ceil(cols/b1) (DeepSeek-V3 ``weight_block_size``
-      [128, 128], fp32 ``weight_scale_inv``)
+      [128, 128], fp32 ``weight_scale_inv``); ``scale_bytes`` 1: ue8m0 scales (DeepSeek-V4's fp4
+      checkpoints)
     - ``awq`` / ``gptq`` (int4, group g along the input): n/2 packed + rows*cols/g fp16 scales
       (2 bytes) + 4-bit zeros packed in int32 (rows*cols/(2g) bytes); GPTQ adds ``g_idx``
       (4 bytes per input column); ``int4`` (compressed-tensors pack-quantized) stores zeros only
@@ -149,6 +150,10 @@ class WeightFormat:
     experts_only: bool = False
     double_quant: bool = False
     zero_point: bool = True  # int4 (compressed-tensors): asymmetric schemes store zeros
+    #: routed experts' own scheme where it differs from ``scheme`` (DeepSeek-V4: mxfp4 experts
+    #: beside fp8 block linears); "" for the same
+    expert_scheme: str = ""
+    scale_bytes: int = 4  # bytes per fp8_block scale: fp32, or 1 for ue8m0 (e8m0fnu)
     skip: SkipList = SkipList()  # modules the checkpoint leaves unquantised, and the match rule
 
     def quantizes(self, t: Tensor) -> bool:
@@ -165,13 +170,14 @@ class WeightFormat:
             return Fraction(n * dtype_bytes(t.dtype))
         if not self.quantizes(t):
             return Fraction(n * dtype_bytes(self.base_dtype))
-        s = self.scheme
+        s = self.expert_scheme if t.expert and self.expert_scheme else self.scheme
         if s == "fp8":
             return Fraction(n + 4)
         if s == "fp8_channel":
             return Fraction(n + 4 * rows)
         if s == "fp8_block":
-            return Fraction(n + 4 * cdiv(rows, self.block[0]) * cdiv(cols, self.block[1]))
+            return Fraction(n + self.scale_bytes * cdiv(rows, self.block[0])
+                            * cdiv(cols, self.block[1]))
         if s in ("awq", "gptq", "int4"):
             group = self.group_size if self.group_size > 0 else cols  # -1: one group per row
             groups = rows * cdiv(cols, group)

@@ -50,7 +50,7 @@ SUPPORTED = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen
              "nemotron_h", "bamba", "granitemoehybrid", "qwen3_next", "deepseek_v32", "glm_moe_dsa",
              "glm4_moe_lite", "minimax_m2", "nemotron-nas", "kimi_linear", "qwen3_5_text",
              "qwen3_5_moe_text", "mimo_v2_flash", "qwen3_vl_text", "qwen3_vl_moe_text",
-             "glm4_moe", "gemma4_text"}
+             "glm4_moe", "gemma4_text", "deepseek_v4"}
 #: Qwen3-VL style vision towers (``model.visual``) under these text configs
 QWEN_VL_TOWER = {"qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
 QWEN35 = {"qwen3_5_text", "qwen3_5_moe_text"}
@@ -656,6 +656,12 @@ def weight_inventory(model: Model) -> Weights:
         raise ConfigError(f"parameter count for model_type {mt!r} is not modelled; pass "
                           "--weight-memory", source=model.source, field=prefix + "model_type")
     hidden = model.hidden_size
+    if mt == "deepseek_v4":  # compressors, hyper-connections, hash routing (params_dsv4)
+        from .params_dsv4 import deepseek_v4_tensors
+
+        inv = _Inventory(f, mt, hidden)
+        mtp_name, v4_notes = deepseek_v4_tensors(inv, model)
+        return _weights(inv, model, [f], False, mtp_name, v4_notes)
     if mt in VOCAB_DEFAULTS:
         vocab = f.integer("vocab_size", default=VOCAB_DEFAULTS[mt], why=f"{mt} config class default")
     else:
@@ -769,12 +775,19 @@ def weight_inventory(model: Model) -> Weights:
         f.opt_int("num_mtp_modules"), f.get("mtp_transformer_layers")
         notes.append("MTP modules (use_mtp) not counted: the released M2 / M2.5 checkpoints' "
                      "totals hold none, and vLLM loads none")
+    return _weights(inv, model, read, tied, extra_name, notes)
+
+
+def _weights(inv: _Inventory, model: Model, read: list[Fields], tied: bool, extra_name: str,
+             notes: list[str]) -> Weights:
+    """The inventory as ``Weights``, once no weight-relevant key is left unread."""
+    prefix = inv.f.prefix
     left = unread_weight_keys(read, model.keys_read,
                               frozenset({"quantization_config", prefix + "quantization_config"}))
     if left:
-        raise ConfigError(f"key(s) {', '.join(left)} shape the parameters of a {mt!r} model but "
-                          "no kvplan rule interprets them; pass --weight-memory", source=model.source,
-                          field=left[0])
+        raise ConfigError(f"key(s) {', '.join(left)} shape the parameters of a {inv.mt!r} model "
+                          "but no kvplan rule interprets them; pass --weight-memory",
+                          source=model.source, field=left[0])
     return Weights(tensors=tuple(inv.tensors), num_experts=inv.num_experts,
                    experts_per_token=inv.top_k, tied_embeddings=tied, extra_name=extra_name,
                    notes=tuple(notes))

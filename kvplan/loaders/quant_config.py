@@ -12,6 +12,7 @@ norms and the LM head are never quantised by these methods here.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from ..core.errors import ConfigError, InputError
@@ -174,6 +175,36 @@ def _modelopt(q: dict, base: str, source: str) -> WeightFormat:
                         block=(128, 128), skip=skip)
 
 
+def _deepseek_v4(model: Model, q: dict, fmt: WeightFormat) -> WeightFormat:
+    """DeepSeek-V4's fp8 checkpoints as vLLM's DeepseekV4FP8Config loads them: fp8 block
+    linears, and routed experts per ``expert_dtype`` (its default fp4): fp4 experts are mxfp4
+    (``Mxfp4MoEMethod``: uint8 pairs + a uint8 e8m0 scale per 32) and the linears' block scales
+    e8m0 (1 byte); fp8 experts are fp8 blocks with fp32 scales, as the linears."""
+    from .hf_config import text_fields
+    from .params_dsv4 import expert_dtype
+
+    f, mt = text_fields(model.config, model.source)
+    if mt != "deepseek_v4":
+        return fmt
+    if fmt.scheme != "fp8_block":
+        raise ConfigError("DeepSeek-V4's fp8 checkpoints are block-quantised (weight_block_size); "
+                          "per-tensor fp8 is not modelled", source=model.source,
+                          field="quantization_config.weight_block_size")
+    if q.get("moe_quant_algo"):
+        raise ConfigError(f"{q.get('moe_quant_algo')!r}: DeepSeek-V4 experts in another format "
+                          "(NVFP4) are not modelled; pass --weight-memory", source=model.source,
+                          field="quantization_config.moe_quant_algo")
+    dtype = expert_dtype(f)
+    if q.get("expert_dtype") not in (None, dtype):  # vLLM reads the top-level key only
+        raise ConfigError(f"{q.get('expert_dtype')!r} disagrees with expert_dtype = {dtype!r} "
+                          "(vLLM follows the top-level key, default fp4)", source=model.source,
+                          field="quantization_config.expert_dtype")
+    if dtype == "fp8":
+        return fmt
+    return replace(fmt, name=f"{fmt.name} (ue8m0 scales) + mxfp4 experts", expert_scheme="mxfp4",
+                   scale_bytes=1)
+
+
 def from_config(model: Model) -> WeightFormat | None:
     """The config's ``quantization_config`` as a format, or None when it has none."""
     from .hf_config import text_fields
@@ -193,9 +224,11 @@ def from_config(model: Model) -> WeightFormat | None:
     if method == "fp8":
         if q.get("weight_block_size") is not None:
             block = _block(q.get("weight_block_size"), model.source, "weight_block_size")
-            return WeightFormat(name=f"fp8 block {block[0]}x{block[1]}", base_dtype=base,
-                                scheme="fp8_block", block=block, skip=exact)
-        return WeightFormat(name="fp8", base_dtype=base, scheme="fp8", skip=exact)
+            return _deepseek_v4(model, q, WeightFormat(
+                name=f"fp8 block {block[0]}x{block[1]}", base_dtype=base, scheme="fp8_block",
+                block=block, skip=exact))
+        return _deepseek_v4(model, q, WeightFormat(name="fp8", base_dtype=base, scheme="fp8",
+                                                   skip=exact))
     if method == "fbgemm_fp8":
         return WeightFormat(name="fp8_channel", base_dtype=base, scheme="fp8_channel", skip=exact)
     if method in ("awq", "gptq"):

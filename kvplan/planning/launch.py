@@ -93,7 +93,7 @@ def _checkpoint_format(r: FitResult) -> WeightFormat | None:
 def _same_storage(a: WeightFormat, b: WeightFormat) -> bool:
     """Whether two formats store weights alike (the checkpoint already is what was asked)."""
     def key(f: WeightFormat) -> tuple:
-        return (f.scheme, f.base_dtype, f.experts_only,
+        return (f.scheme, f.base_dtype, f.experts_only, f.expert_scheme, f.scale_bytes,
                 f.block if f.scheme == "fp8_block" else None,
                 f.group_size if f.scheme in ("awq", "gptq", "int4") else None)
     return key(a) == key(b)
