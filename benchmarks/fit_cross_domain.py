@@ -8,8 +8,10 @@ the inter-node NCCL protocol (NIC, switch, proxy thread), which a decode step pa
 one of its ~120 all-reduces. One number is fitted for every GPU and engine: train on the
 DeepSeek-V3 architecture (DeepSeek-V3 and R1 rows), hold out every other architecture
 (Qwen3.5-397B, gpt-oss-120b, Kimi-K2.5), minimising the median |log(predicted / measured)| of
-TPOT. The MoE dispatch / combine over nodes (attention DP) is not given the latency: on the
-only held-out rows of that kind (Kimi-K2.5, DP 4 x TP 4) it made TPOT worse.
+TPOT. The MoE dispatch / combine of attention DP over nodes pays the same latency per call:
+judged on the held-out rows (2026-12-03, with MiniMax-M2.5's DP 4 x TP 4 rows) it took their
+TPOT from 18.6% / 34.5% (-17.2%) to 16.6% / 32.5% (-9.7%); an earlier check on Kimi-K2.5's rows
+alone, with older calibrations, had pointed the other way.
 
     python benchmarks/fit_cross_domain.py            # writes calibrations/cross_domain/latency.json
                                                      # and docs/cross-domain-fit.md
@@ -87,8 +89,9 @@ def main() -> None:
         "provenance": {
             "source": "AIConfigurator silicon_sample.csv (aiconfigurator-core 0.12.0 wheel, "
                       "Apache-2.0): rows wider than one NVLink domain on calibrated GPUs / engines",
-            "fit": f"one value for every GPU and engine, for TP all-reduces wider than a "
-                   f"domain; trained on the {' and '.join(TRAIN_FAMILIES)} rows (model type "
+            "fit": f"one value for every GPU and engine, for TP all-reduces and attention-DP "
+                   f"dispatch / combine wider than a domain; trained on the "
+                   f"{' and '.join(TRAIN_FAMILIES)} rows (model type "
                    f"{', '.join(types(train))}), held out the other architectures "
                    f"({', '.join(types(test))}); grid 0-400 us, then 1 us steps; loss the "
                    "median |log(predicted / measured TPOT)|",
@@ -111,9 +114,10 @@ def main() -> None:
              f"(V3 and R1); judged on the {len(test)} rows of the other architectures. "
              "`kvplan validate --benchmarks` reports every row with the term, the training "
              "rows included.", "",
-             f"Fitted latency per TP all-reduce wider than the domain: **{best * 1e6:.0f} us** "
-             "(the MoE dispatch / combine of attention DP over nodes gets none: it made the "
-             "held-out Kimi-K2.5 rows worse).",
+             f"Fitted latency per collective wider than the domain: **{best * 1e6:.0f} us**, "
+             "for TP all-reduces and for the MoE dispatch / combine of attention DP over "
+             "nodes alike (with the dispatch / combine left out, the held-out TPOT was 18.6% / "
+             "34.5% (-17.2%) on 2026-12-03).",
              "", "Cells: median / p90 |error| (signed median), error = predicted / measured - 1.",
              "", "| rows | metric | without the term | with it |", "|---|---|---|---|"]
     for name, _ in parts:

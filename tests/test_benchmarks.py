@@ -236,6 +236,31 @@ def test_fit_recovers_a_known_efficiency():
     assert max(abs(ttft2 / ttft - 1)) < 0.02
 
 
+def test_one_depth_leaves_the_layer_cost_out():
+    """Rows of one model depth (Llama-3.1-8B, 32 layers) cannot tell a cost per layer from a
+    cost per step: the fit leaves the per-layer term at 0 and puts it all in the step."""
+    from dataclasses import replace
+
+    from kvplan.core.perf import Efficiency
+    from kvplan.planning.calibration_fit import fit, predicted_times
+
+    runs = [MeasuredRun(source=f"s:{i}", model="llama-3.1-8b", gpu="h200-sxm", engine="vllm",
+                        tp=tp, prompt_tokens=isl, output_tokens=osl, concurrency=c, tpot_s=1.0,
+                        ttft_s=1.0)
+            for i, (tp, isl, osl, c) in enumerate(
+                (tp, isl, osl, c) for tp in (1, 2) for isl, osl in ((1024, 1024), (8192, 256))
+                for c in (1, 4, 8, 16, 32, 64))]
+    terms, _ = row_terms(runs)
+    truth = Efficiency(hbm_bandwidth=0.7, flops=0.5, step_overhead_s=2e-3, layer_overhead_s=30e-6,
+                       allreduce_latency_s=25e-6, host_ttft_s=0.02, startup_share=0.1)
+    ttft, tpot = predicted_times(terms, truth)
+    measured = [replace(t, run=replace(t.run, ttft_s=float(a), tpot_s=float(b)))
+                for t, a, b in zip(terms, ttft, tpot, strict=True)]
+    e = fit(measured, "synthetic").efficiency
+    assert e.layer_overhead_s == 0.0
+    assert e.step_overhead_s == pytest.approx(2e-3 + 32 * 30e-6, rel=0.05)
+
+
 def test_calibration_file_errors(tmp_path):
     from kvplan.loaders.serving_calibration import CalibrationFileError, read_calibration
 
@@ -243,14 +268,15 @@ def test_calibration_file_errors(tmp_path):
     e, _ = read_calibration(REPO / "calibrations" / "h200-sxm--vllm.json")
     assert e.calibrated and "h200-sxm--vllm.json" in e.source
     for key, value in (("hbm_bandwidth", 1.5), ("step_overhead_s", -1), ("moe", "x"),
-                       ("layer_overhead_s", -1e-6), ("layer_overhead_s", None)):
+                       ("layer_overhead_s", -1e-6), ("layer_overhead_s", None),
+                       ("layer_overhead_s", 1e308), ("host_ttft_s", 10 ** 400)):
         bad = json.loads(json.dumps(src))
         bad["efficiency"][key] = value
         p = tmp_path / "c.json"
         p.write_text(json.dumps(bad))
         with pytest.raises(CalibrationFileError) as err:
             read_calibration(p)
-        assert f"efficiency.{key}" in str(err.value)
+        assert f"efficiency.{key}" in str(err.value) and len(str(err.value)) < 300
 
 
 def test_calibration_file_without_layer_overhead_reads_as_zero(tmp_path):

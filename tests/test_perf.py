@@ -300,6 +300,19 @@ def test_layer_overhead_is_paid_per_decoder_layer_per_step():
     pp2e = replace(pp2, efficiency=replace(pp2.efficiency, layer_overhead_s=50e-6))
     assert tpot_s(pp2e, 1, 1024) - tpot_s(pp2, 1, 1024) == approx(2 * 40 * 50e-6)
 
+def test_a_draft_runs_once_across_pipeline_stages():
+    """Speculative decoding at pp 2 (SGLang, TRT-LLM run it; vLLM refuses): the verify pass
+    crosses both stages, the draft runs once. Llama-3.1-8B (16 layers a stage) with a
+    Llama-3.2-1B draft (16 layers), K = 4, acceptance 3, 50 us per layer per step: TPOT grows
+    by (2 x 16 + 4 x 16) x 50 us / 3 = 1.6 ms (not 2 x (16 + 4 x 16) x 50 us / 3 = 2.67 ms)."""
+    _, sm = real("llama-3.1-8b", "h100", "bf16", None)
+    _, dm = real("llama-3.2-1b", "h100", "bf16", None)
+    e = replace(IDEAL, layer_overhead_s=50e-6)
+    base = replace(sm, pp=2, layers=16, speculative_tokens=4, acceptance_length=3.0, draft=dm)
+    slow = replace(base, efficiency=e, draft=replace(dm, efficiency=e))
+    assert dm.layers == 16
+    assert tpot_s(slow, 8, 2048) - tpot_s(base, 8, 2048) == approx((2 * 16 + 4 * 16) * 50e-6 / 3)
+
 def test_mixtral_moe_step_model():
     _, sm = real("mixtral-8x7b-v0.1", "h200", "auto", None)
     # bf16, tp 1: one expert of one layer = gate + up + down = 3 x 14336 x 4096 x 2 B

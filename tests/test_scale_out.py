@@ -72,8 +72,9 @@ def test_a_domain_without_a_stated_nic_is_refused(capsys):
 def test_cross_domain_latency_per_call_by_hand():
     """Each TP all-reduce over more GPUs than a domain adds Efficiency.cross_domain_latency_s:
     DeepSeek-V3 at TP 16 on H200s (61 layers, 2 all-reduces each: 122 calls, every one over
-    2 domains) pays 122 x 23 us = 2.806 ms more per decode step; TP 8 pays nothing, and the
-    MoE dispatch / combine of attention DP over nodes is not charged (no held-out support)."""
+    2 domains) pays 122 x 23 us = 2.806 ms more per decode step; TP 8 pays nothing. The MoE
+    dispatch / combine of attention DP pays it too once the DP x TP group leaves the domain:
+    DP 16 x TP 1 on 8-GPU domains, 58 MoE layers x 2 = 116 calls; DP 8 (one domain) none."""
     from kvplan.core.perf import decode_step, step_terms
 
     sm = dsv3_step("h200", 8)
@@ -85,7 +86,12 @@ def test_cross_domain_latency_per_call_by_hand():
         assert decode_step(slow, 8, 4096).seconds - decode_step(m, 8, 4096).seconds == \
             pytest.approx(calls * lat)
     dp = dsv3_step("h200", 1, dp=8, ep=8)
-    assert step_terms(replace(dp, dp=16, ep=16), 8, 4096).cross_calls == 0
+    assert step_terms(dp, 8, 4096).cross_calls == 0
+    wide_dp = replace(dp, dp=16, ep=16)
+    assert step_terms(wide_dp, 8, 4096).cross_calls == 2 * (61 - 3) == 116
+    slow_dp = replace(wide_dp, efficiency=replace(wide_dp.efficiency, cross_domain_latency_s=lat))
+    assert decode_step(slow_dp, 8, 4096).seconds - decode_step(wide_dp, 8, 4096).seconds == \
+        pytest.approx(116 * lat)
     # prefill: the same latency on each of its 122 all-reduces
     from kvplan.core.perf import allreduce_s
     slow = replace(wide, efficiency=replace(wide.efficiency, cross_domain_latency_s=lat))

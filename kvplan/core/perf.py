@@ -12,12 +12,13 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
   layers up to C - the peak - and MLA its latent) + recurrent states read and written;
 - FLOPs = B x (2 x active parameters + attention: 2 x heads x (d_k + d_v) per cached token
   per layer; MLA in absorbed form 2 x heads x (latent + kv_lora_rank));
-- time = fixed cost per step + max(bytes / (HBM bandwidth x efficiency), FLOPs / (peak x
-  efficiency)), the routed experts' bytes and FLOPs at a further ``moe`` efficiency
+- time = fixed cost per step + one per decoder layer on the GPU + one per running sequence
+  + max(bytes / (HBM bandwidth x efficiency), FLOPs / (peak x efficiency)), the routed
+  experts' bytes and FLOPs at a further ``moe`` efficiency
   + tensor-parallel all-reduce: 2 per layer, ring ``2 (tp - 1) / tp x B x hidden x 2 B``
-  over the interconnect (x efficiency) + a per-call latency. The fixed cost, the MoE factor,
+  over the interconnect (x efficiency) + a per-call latency. The fixed costs, the MoE factor,
   the all-reduce latency and the host's TTFT terms are fitted on measured serving runs
-  (``calibrations/``); uncalibrated they are 0, 1, 10 us and 0 (the pure roofline);
+  (``calibrations/``); uncalibrated they are 0, 0, 0, 1, 10 us and 0 (the pure roofline);
 - TPOT = pp x the stage time (no micro-batch overlap; the pipeline bubble is (pp - 1) / pp of
   each GPU's time); tokens/s per replica = B / TPOT.
 Prefill of a prompt of p tokens in chunks of ``max_num_batched_tokens``: FLOPs = 2 x active
@@ -70,8 +71,9 @@ class Efficiency:
     #: (users / num_prompts); a property of the benchmark harness the rows came from
     startup_share: float = 0.0
     calibrated: bool = False  # fitted on measured serving runs (source names them)
-    #: added latency of each TP all-reduce over more GPUs than one NVLink domain (NIC, switch,
-    #: the inter-node NCCL protocol); fitted apart (``calibrations/cross_domain/latency.json``)
+    #: added latency of each TP all-reduce, and of each attention-DP dispatch / combine, over
+    #: more GPUs than one NVLink domain (NIC, switch, the inter-node NCCL protocol); fitted apart
+    #: (``calibrations/cross_domain/latency.json``)
     cross_domain_latency_s: float = 0.0
 
 
@@ -233,7 +235,7 @@ class StepTerms:
     comm_bytes: Any
     sequences: Any = 0.0  # sequences decoding in the step
     attn_flops: Any = 0.0  # attention's FLOPs (decode and prompt), apart from the GEMMs'
-    cross_calls: Any = 0.0  # of comm_calls, TP all-reduces over more GPUs than one domain
+    cross_calls: Any = 0.0  # of comm_calls, those over more GPUs than one domain
     layers: Any = 0.0  # decoder layers the step runs on this GPU (each costs layer_overhead_s)
 
 
@@ -249,7 +251,9 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
         * cross_domain_factor(m, m.tp, False)
     if m.dp > 1:  # dispatch (all-gather) and combine (reduce-scatter) over the tp x dp GPUs
         group = m.tp * m.dp
-        calls = calls + 2.0 * m.moe_layers  # (their crossing latency has no held-out support)
+        calls = calls + 2.0 * m.moe_layers
+        if m.domain_gpus and group > m.domain_gpus:  # over nodes they pay the crossing too
+            cross = cross + 2.0 * m.moe_layers
         comm_bytes = comm_bytes + (m.moe_layers * 2 * (group - 1) / group * moe_tokens
                                    * m.hidden_size * m.activation_bytes_per_element
                                    * cross_domain_factor(m, group, True))
@@ -305,20 +309,21 @@ def decode_step(m: StepModel, batch, context) -> Step:
 
 
 def speculative_step_s(m: StepModel, batch, context):
-    """One speculative step: the draft's K decode steps, then the target verifying K + 1
-    tokens per sequence in one pass (weights and KV read once, K extra tokens of GEMM and
-    attention FLOPs each)."""
+    """One speculative step over all pipeline stages: the draft's K decode steps (once), then
+    the target verifying K + 1 tokens per sequence in one pass (weights and KV read once, K
+    extra tokens of GEMM and attention FLOPs each)."""
     k = m.speculative_tokens
     verify = step_time(m, step_terms(m, batch, context, batch * k, attention_flops(m, context)))
     draft = 0.0 if m.draft is None else k * decode_step(m.draft, batch, context).seconds
-    return verify.seconds + draft
+    return m.pp * verify.seconds + draft  # the verify pass crosses every stage; the draft
+    # runs once, on one GPU group (vLLM refuses pp > 1 with a draft; others run it so)
 
 
 def tpot_s(m: StepModel, batch, context):
     """Time per output token (inter-token latency) of every sequence in the batch; with
     speculative decoding, a speculative step over the ``acceptance_length`` tokens it emits."""
-    if m.speculative_tokens:  # the draft runs on one stage (plan_fit refuses pp > 1 with one)
-        return m.pp * speculative_step_s(m, batch, context) / m.acceptance_length
+    if m.speculative_tokens:
+        return speculative_step_s(m, batch, context) / m.acceptance_length
     return m.pp * decode_step(m, batch, context).seconds
 
 

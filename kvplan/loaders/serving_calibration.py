@@ -26,6 +26,11 @@ FIELDS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe", "step_ov
           "startup_share")
 #: fields a calibration may omit (files written before kvplan fitted them), with their value then
 OPTIONAL = {"layer_overhead_s": 0.0}
+#: the most a time term may hold (ten times the fit's own bounds): a larger one is a corrupt
+#: file, not a GPU
+TIME_CEILING_S = {"step_overhead_s": 1.0, "layer_overhead_s": 0.02, "sequence_overhead_s": 0.01,
+                  "allreduce_latency_s": 0.002, "host_ttft_s": 20.0,
+                  "host_ttft_per_prompt_token_s": 1e-3}
 FRACTIONS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe")
 
 
@@ -49,6 +54,12 @@ def _finite(v: object) -> TypeGuard[float]:
         return math.isfinite(v)
     except OverflowError:
         return False
+
+
+def _show(v: object) -> str:
+    """A value for an error line, cut short (an integer of 400 digits is not echoed whole)."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _read_doc(path: Path, schema: str, kind: str) -> dict:
@@ -87,8 +98,12 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
     for key in (*FIELDS, *OPTIONAL):
         v = eff.get(key, OPTIONAL.get(key))
         if not _finite(v) or v < 0:
-            raise CalibrationFileError(f"expected a non-negative number, got {v!r}",
+            raise CalibrationFileError(f"expected a non-negative number, got {_show(v)}",
                                        source=str(path), field=f"efficiency.{key}")
+        if v > TIME_CEILING_S.get(key, math.inf):
+            raise CalibrationFileError(f"{v!r} s is past the {TIME_CEILING_S[key]:g} s this term "
+                                       "can plausibly hold", source=str(path),
+                                       field=f"efficiency.{key}")
         if key in FRACTIONS and not 0 < v <= 1:
             raise CalibrationFileError(f"expected a fraction in (0, 1], got {v!r}",
                                        source=str(path), field=f"efficiency.{key}")
@@ -128,10 +143,11 @@ def read_cross_domain(path: Path) -> tuple[float, str]:
     doc = _read_doc(path, CROSS_SCHEMA, "cross-domain")
     v = doc.get("cross_domain_latency_s")
     if not _finite(v) or not 0 <= v <= 0.1:
-        raise CalibrationFileError(f"expected seconds in [0, 0.1], got {v!r}", source=str(path),
+        raise CalibrationFileError(f"expected seconds in [0, 0.1], got {_show(v)}", source=str(path),
                                    field="cross_domain_latency_s")
     prov, held = _provenance(doc)
-    label = (f"cross-domain call latency {v * 1e6:.0f} us for TP all-reduces wider than an "
+    label = (f"cross-domain call latency {v * 1e6:.0f} us for TP all-reduces and attention-DP "
+             f"dispatch / combine wider than an "
              f"NVLink domain ({CROSS_FILE}: "
              f"{prov.get('rows_fit', '?')} measured rows, held-out TPOT median error "
              f"{held.get('tpot_median_abs_error', '?')})")

@@ -38,6 +38,10 @@ TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "layer_overhead_s": (1e-7, 2e-3),
               "sequence_overhead_s": (1e-8, 1e-3),
               "allreduce_latency_s": (1e-6, 2e-4), "host_ttft_s": (1e-5, 2.0),
               "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
+#: the deepest model's layers over the shallowest's that a fit needs to tell the per-layer cost
+#: from the per-step cost (b300 vLLM's rows, all of 60-62 layers, could not: moving its
+#: 61 us per layer into the step changed its loss by 0.04%)
+DEPTH_SPREAD = 1.25
 TTFT_WEIGHT = 0.5
 ROBUST_SCALE = 0.25  # log-error scale of the Cauchy loss (about 28%)
 #: the fewest timed rows a fit takes: two per fitted term (eleven terms from eight rows would
@@ -178,9 +182,14 @@ def fit(rows: list[RowTerms], source: str) -> Fitted:
                          f"needs {MIN_ROWS}")
     a = _Arrays(rows)
     base = Efficiency(source=source, calibrated=True)
+    # the per-layer cost is told from the per-step cost only by rows of models of unlike
+    # depth; without them it is left out (0), or any split of the two would fit alike
+    depths = a.terms["decode"].layers
+    pin_layers = float(np.max(depths)) < DEPTH_SPREAD * float(np.min(depths))
 
     def f(x):
-        return _loss(a, _decode(x, base))
+        e = _decode(x, base)
+        return _loss(a, replace(e, layer_overhead_s=0.0) if pin_layers else e)
 
     best = None
     for start in (np.zeros(len(PARAMS)),
@@ -194,6 +203,8 @@ def fit(rows: list[RowTerms], source: str) -> Fitted:
     e = _decode(best[0], base)
     # a term the rows cannot see keeps kvplan's default (its fitted value was arbitrary)
     d = Efficiency()
+    if pin_layers:
+        e = replace(e, layer_overhead_s=d.layer_overhead_s)
     dec = a.terms["decode"]
     if not (np.any(dec.expert_bytes) or np.any(dec.expert_flops)):
         e = replace(e, moe=d.moe)

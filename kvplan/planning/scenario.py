@@ -364,7 +364,8 @@ def assumptions(sc: Scenario, outcomes: list[Outcome], model: Model | None = Non
         "percentile of the requests' prefill times, without queueing.".replace("{q:g}", f"{q:g}"),
         "Decode runs at the token-weighted mean context of the decode steps; a replica serves "
         "1 / (mean prefill time + mean output tokens x decode step / batch) requests per second.",
-        "Roofline: decode step = fixed cost per step + max(bytes / (HBM x efficiency), FLOPs / "
+        "Roofline: decode step = fixed cost per step, per decoder layer and per running "
+        "sequence + max(bytes / (HBM x efficiency), FLOPs / "
         "(peak x efficiency)), routed experts at the MoE factor, + tensor-parallel all-reduces "
         "(and with DCP its three exchanges per attention layer; calibrated, each collective that "
         "leaves the NVLink domain adds a fitted latency, docs/cross-domain-fit.md); "
