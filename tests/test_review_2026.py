@@ -265,3 +265,39 @@ def test_sglang_dsa_fit_follows_the_gpu(capsys):
                  "--tp", "8", "--context", "32k", "--engine", "sglang")
     assert h["kv_dtype"] == "bf16"
     assert h["per_sequence_bytes"] == 32_768 * 61 * (1_152 + 132) == 2_566_520_832
+
+
+def test_sglang_dsa_launch_and_refusals(capsys):
+    """SGLang 0.5.23 on DSA models: a planned bf16 cache is launched as bfloat16 (auto is fp8 on
+    Blackwell); fp8_ds_mla is FlashMLA's row (Hopper, GLM on SM 12), refused where SGLang's
+    TRT-LLM kernels read the raw row, and refused for non-DSA MLA models (SGLang's MLA pool is
+    the raw 576-element row); AMD and pre-Hopper GPUs are refused (other pages and kernels)."""
+    v32 = str(CONFIGS / "deepseek-ai__DeepSeek-V3.2.json")
+    d = fit_json(capsys, v32, "--gpu", "b200", "--tp", "8", "--context", "32k", "--engine",
+                 "sglang", "--kv-dtype", "bf16")
+    assert d["per_sequence_bytes"] == 32_768 * 61 * (1_152 + 132)
+    assert "--kv-cache-dtype bfloat16" in d["launch"]["sglang"]
+    for args, needle in (
+            (("--gpu", "b200", "--kv-dtype", "fp8_ds_mla"), "TRT-LLM's kernels, as the raw"),
+            (("--gpu", "mi355x"), "on NVIDIA GPUs only; on gfx950"),
+            (("--gpu", "a100-80gb-sxm", "--kv-dtype", "bf16"), "need SM 9.0 or newer")):
+        err = error_line(capsys, "fit", v32, "--tp", "8", "-c", "32k", "--engine", "sglang", *args)
+        assert needle in err
+    err = error_line(capsys, "fit", str(CONFIGS / "deepseek-ai__DeepSeek-V3.json"), "--gpu",
+                     "h200", "--tp", "8", "-c", "32k", "--engine", "sglang", "--kv-dtype",
+                     "fp8_ds_mla")
+    assert "SGLang stores fp8_ds_mla only for DSA models" in err
+
+
+def test_sglang_dsa_learnable_sink_needs_bf16():
+    from kvplan.engines.sglang_dsa import latent_format
+
+    for spec in ("fp8", "fp8_ds_mla", "fp8_e4m3"):
+        with pytest.raises(InputError, match="learnable DSA attention sinks need a bfloat16"):
+            latent_format(spec, "10.0", model_type="deepseek_v32", learnable_sink=True)
+    assert latent_format("auto", "10.0", model_type="deepseek_v32", learnable_sink=True) == "bf16"
+    # GLM on SM 12 reads fp8 with FlashInfer sparse MLA: the scaled row
+    assert latent_format("fp8", "12.0", model_type="glm_moe_dsa", learnable_sink=False) == \
+        "fp8_ds_mla"
+    assert latent_format("fp8", "12.0", model_type="deepseek_v32", learnable_sink=False) == \
+        "fp8_e4m3"

@@ -47,26 +47,47 @@ def _major(capability: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def _gpu_major(capability: str | None) -> int | None:
+    """The GPU's SM major, or None without a GPU; a GPU SGLang's default DSA path cannot run
+    on (AMD: other page sizes, raw rows and Triton kernels; SM < 9: FlashAttention-3 and
+    FlashMLA are Hopper kernels) is refused."""
+    if capability is None:
+        return None
+    major = _major(capability)
+    if major is None:
+        raise InputError(f"kvplan models SGLang's DSA pool on NVIDIA GPUs only; on {capability} "
+                         "SGLang pages it differently (page 1 without aiter's preshuffle "
+                         "kernel) with raw fp8 rows and Triton kernels", field="--gpu")
+    if major < 9:
+        raise InputError(f"SGLang's default DSA kernels (FlashAttention-3 decode, FlashMLA) need "
+                         f"SM 9.0 or newer; this GPU is SM {capability}", field="--gpu")
+    return major
+
+
+def flashmla(major: int, model_type: str) -> bool:
+    """Whether an fp8 DSA latent is read by FlashMLA-style kernels with the scaled 656-B row
+    (Hopper; FlashInfer sparse MLA for GLM on SM 12) rather than TRT-LLM's raw 576 B."""
+    return major < 10 or (major == 12 and model_type == "glm_moe_dsa")
+
+
 def latent_format(spec: str, capability: str | None, *, model_type: str,
                   learnable_sink: bool) -> str:
     """The KV format SGLang stores a DSA latent in for ``--kv-dtype spec`` (auto, bf16, fp8,
     fp8_e4m3, fp8_ds_mla) on a GPU of compute ``capability`` (None: not known, as in
     ``kvplan size``)."""
     s = spec.strip().lower()
-    if s in ("bf16", "bfloat16"):
-        return "bf16"
-    if s == "fp8_ds_mla":
-        return "fp8_ds_mla"
-    if s not in ("auto", "fp8", "fp8_e4m3"):
+    major = _gpu_major(capability)
+    if s not in ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3", "fp8_ds_mla"):
         raise InputError(f"SGLang's DSA pool stores the latent as bfloat16 or fp8_e4m3, not "
                          f"{spec!r}", field="--kv-dtype")
-    if learnable_sink:
-        if s != "auto":
-            raise InputError("learnable DSA attention sinks need a bfloat16 KV cache in SGLang "
-                             "(overrides._dsa_kv_cache_dtype_default)", field="--kv-dtype")
+    if learnable_sink and s not in ("auto", "bf16", "bfloat16"):
+        raise InputError("learnable DSA attention sinks need a bfloat16 KV cache in SGLang "
+                         "(overrides._dsa_kv_cache_dtype_default)", field="--kv-dtype")
+    if s in ("bf16", "bfloat16") or learnable_sink:
         return "bf16"
-    major = _major(capability)
     if major is None:
+        if s == "fp8_ds_mla":
+            return "fp8_ds_mla"
         raise InputError(
             f"SGLang's DSA cache under --kv-dtype {spec} depends on the GPU (auto is fp8 on "
             "Blackwell, bf16 before; an fp8 latent row is 576 B under TRT-LLM's kernels on "
@@ -74,6 +95,8 @@ def latent_format(spec: str, capability: str | None, *, model_type: str,
             "--kv-dtype bf16 or fp8_ds_mla", field="--kv-dtype")
     if s == "auto" and major < 10:
         return "bf16"
-    if major >= 10 and not (major == 12 and model_type == "glm_moe_dsa"):
-        return "fp8_e4m3"  # the TRT-LLM DSA backends read the raw 576-byte row
-    return "fp8_ds_mla"
+    if s == "fp8_ds_mla" and not flashmla(major, model_type):
+        raise InputError(f"on SM {capability} SGLang reads an fp8 DSA latent with TRT-LLM's "
+                         "kernels, as the raw 576-byte row: pass --kv-dtype fp8",
+                         field="--kv-dtype")
+    return "fp8_ds_mla" if flashmla(major, model_type) else "fp8_e4m3"

@@ -86,6 +86,10 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
         return parse_format(engine.auto_kv_dtype(model.dtype, model.model_type))
 
     base = one(kv_dtype)
+    if engine.name == "sglang" and base.k.name == "fp8_ds_mla":
+        raise InputError("SGLang stores fp8_ds_mla only for DSA models (DeepSeek-V3.2, GLM-5.x); "
+                         "its MLA pool holds the raw kv_lora_rank + rope row: pass --kv-dtype fp8",
+                         field="--kv-dtype")
     k = one(k_dtype).k if k_dtype else base.k
     v = one(v_dtype).v if v_dtype else base.v
     sparse = engine.sparse_mla_fp8_format

@@ -37,8 +37,7 @@ VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e
            # sparse MLA: vLLM rewrites fp8 to its fp8_ds_mla layout (DeepseekV32 config hook)
            "fp8_ds_mla": "fp8"}
 SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
-             "nvfp4": "nvfp4",  # SGLang 0.5.23 --kv-cache-dtype choices (fp4_e2m1 is refused)
-             "fp8_ds_mla": "fp8_e4m3"}  # a DSA model's fp8 latent under FlashMLA (sglang_dsa.py)
+             "nvfp4": "nvfp4"}  # SGLang 0.5.23 --kv-cache-dtype choices (fp4_e2m1 is refused)
 TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}
 LLAMA_KV = {"fp16": "f16", "bf16": "bf16", "fp32": "f32", "q8_0": "q8_0", "q4_0": "q4_0",
             "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1", "iq4_nl": "iq4_nl"}
@@ -300,6 +299,25 @@ def _check_expert_options(name: str, r: FitResult) -> None:
                       req.weight_format.scheme)
 
 
+def _is_dsa(model) -> bool:
+    return any(s.kind == "indexer" for s in model.cache_layers)
+
+
+def _sglang_dsa_kv(r: FitResult) -> str | None:
+    """SGLang's --kv-cache-dtype for a DSA model's planned latent (``sglang_dsa``): bf16 is
+    spelled bfloat16, because auto means fp8 on Blackwell; an fp8 latent is fp8_e4m3 when
+    SGLang's own kernels on this GPU store the planned row (656 B FlashMLA, 576 B TRT-LLM)."""
+    from ..engines.sglang_dsa import _major, flashmla
+
+    fmt, major = r.kv_format.split(":", 1)[0], _major(r.request.gpu.compute_capability)
+    if fmt == "bf16":
+        return "bfloat16"
+    if major is None or fmt not in ("fp8_ds_mla", "fp8_e4m3"):
+        return None
+    return "fp8_e4m3" if (fmt == "fp8_ds_mla") == flashmla(major, r.request.model.model_type) \
+        else None
+
+
 def _sglang_dp_flags(r: FitResult, dp_attention: bool) -> list[str]:
     """SGLang's data parallel: replicas (``--dp-size``), or attention DP inside the ``--tp-size``
     group. SGLang 0.5.22 deprecated ``--dp-size D --enable-dp-attention`` for ``--attn-dp-size
@@ -315,7 +333,7 @@ def _sglang_dp_flags(r: FitResult, dp_attention: bool) -> list[str]:
 
 def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     req = r.request
-    kv = _kv_flag(SGLANG_KV, r.kv_format, "sglang")
+    kv = _sglang_dsa_kv(r) if _is_dsa(req.model) else _kv_flag(SGLANG_KV, r.kv_format, "sglang")
     if kv is None:
         return _unsupported("sglang", r.kv_format)
     dp_attention = req.dp > 1 and req.num_experts > 0
