@@ -313,6 +313,21 @@ def test_a_draft_runs_once_across_pipeline_stages():
     assert dm.layers == 16
     assert tpot_s(slow, 8, 2048) - tpot_s(base, 8, 2048) == approx((2 * 16 + 4 * 16) * 50e-6 / 3)
 
+def test_sparse_mla_reads_the_top_k_and_scores_every_token():
+    """DeepSeek-V3.2 (61 layers, index_topk 2048, index_n_heads 64, index_head_dim 128) at TP 8
+    with fp8: each decode token reads the fp8_ds_mla latents (656 B) of at most 2,048 tokens per
+    layer, and the indexer keys (132 B) of every cached token; attention FLOPs per cached token
+    are 2 x 16 heads x (576 + 512) (absorbed MLA, capped at 2,048) plus the indexer's
+    2 x 64 x 128 over all (vLLM's wq_b is replicated: every rank scores all 64 heads)."""
+    _, sm = real("deepseek-v3.2", "h200", "fp8", None, tp=8, context=131072)
+    assert [(k.bytes_per_token, k.cap_tokens) for k in sm.kv_reads] == [
+        (61 * 656, 2048), (61 * 132, None)]
+    for n in (1024, 131072):
+        assert kv_read_bytes(sm, n) == 61 * 656 * min(n, 2048) + 61 * 132 * n
+        assert attention_flops(sm, n) == 61 * 2 * 16 * (576 + 512) * min(n, 2048) + \
+            61 * 2 * 64 * 128 * n
+    assert kv_read_bytes(sm, 131072) == 1_137_344_512
+
 def test_mixtral_moe_step_model():
     _, sm = real("mixtral-8x7b-v0.1", "h200", "auto", None)
     # bf16, tp 1: one expert of one layer = gate + up + down = 3 x 14336 x 4096 x 2 B

@@ -103,6 +103,11 @@ class LightningIndexer:
     kind: ClassVar[str] = "indexer"
     grows: ClassVar[bool] = True
     index_head_dim: int
+    #: the indexer's query heads and the tokens each query then attends to (time only: the
+    #: indexer scores every cached token, 2 x index_n_heads x index_head_dim FLOPs each, and
+    #: sparse MLA reads the latents of the top ``index_topk``); 0 / None where not stated
+    index_n_heads: int = 0
+    index_topk: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

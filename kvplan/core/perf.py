@@ -9,9 +9,12 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
   is) + expected distinct experts hit x bytes of one expert per MoE layer, where B tokens
   each routing to k of E experts hit ``E x (1 - (1 - k/E)^B)`` distinct ones
   + B x KV bytes each sequence reads (full layers n tokens, sliding layers min(n, W), chunked
-  layers up to C - the peak - and MLA its latent) + recurrent states read and written;
+  layers up to C - the peak - and MLA its latent; sparse MLA (DeepSeek-V3.2, GLM-5.x) the
+  latents of min(n, index_topk) tokens and every token's indexer key) + recurrent states
+  read and written;
 - FLOPs = B x (2 x active parameters + attention: 2 x heads x (d_k + d_v) per cached token
-  per layer; MLA in absorbed form 2 x heads x (latent + kv_lora_rank));
+  per layer; MLA in absorbed form 2 x heads x (latent + kv_lora_rank); sparse MLA that over
+  the top-k, plus the indexer's 2 x index_n_heads x index_head_dim over every token);
 - time = fixed cost per step + one per decoder layer on the GPU + one per running sequence
   + max(bytes / (HBM bandwidth x efficiency), FLOPs / (peak x efficiency)), the routed
   experts' bytes and FLOPs at a further ``moe`` efficiency

@@ -238,16 +238,18 @@ def indexer_layers(f: Fields, num_layers: int) -> list[bool]:
 def parse_sparse_mla(f: Fields, model_type: str) -> list[tuple]:
     """DeepSeek-V3.2, GLM-5.x: MLA on every layer, plus a lightning-indexer key cache on the
     layers ``indexer_layers`` selects. ``index_topk`` (its presence makes vLLM treat the model
-    as sparse) and ``index_n_heads`` size the top-k and the indexer's query weights only."""
+    as sparse) and ``index_n_heads`` size the top-k and the indexer's query weights: they shape
+    time (``kvplan.planning.perf_model``), not the cache."""
     layers = parse_mla(f, model_type)
-    f.integer("index_topk"), f.integer("index_n_heads")
+    topk, index_heads = f.integer("index_topk"), f.integer("index_n_heads")
     for key in ("indexer_rope_interleave", "index_share_for_mtp_iteration"):
         f.get(key)  # rope layout, MTP reuse: no cache of their own
     index_dim = f.integer("index_head_dim")
     if index_dim % 128:
         raise f.error("index_head_dim", f"{index_dim} is not a multiple of 128 (the indexer keeps "
                       "one fp32 scale per 128 values; vLLM and SGLang assume 128)")
-    indexer = LightningIndexer(index_head_dim=index_dim)
+    indexer = LightningIndexer(index_head_dim=index_dim, index_n_heads=index_heads,
+                               index_topk=topk)
     full = indexer_layers(f, len(layers))
     return [(mla, indexer) if has else (mla,) for (mla,), has in zip(layers, full, strict=True)]
 

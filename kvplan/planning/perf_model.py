@@ -11,7 +11,13 @@ from fractions import Fraction
 
 from ..core.errors import InputError
 from ..core.gpu import GpuSpec
-from ..core.layers import ChunkedLocal, FullAttention, MultiHeadLatent, SlidingWindow
+from ..core.layers import (
+    ChunkedLocal,
+    FullAttention,
+    LightningIndexer,
+    MultiHeadLatent,
+    SlidingWindow,
+)
 from ..core.parallel import plain_split, pp_stage_sizes, pp_stages
 from ..core.perf import Efficiency, KvRead, StepModel
 from ..core.weights import Tensor, rank_tensor_bytes, tensor_role
@@ -39,9 +45,14 @@ def _stage_of(layer: int | None, sizes: list[int]) -> int:
     return len(sizes) - 1
 
 
-def _cap(cost: LayerCost) -> int | None:
+def _cap(cost: LayerCost, sparse_topk: int | None = None) -> int | None:
+    """The most cached tokens one query of this layer reads: a window, or under sparse MLA
+    (DeepSeek-V3.2, GLM-5.x) the indexer's top-k, on every MLA layer of the model (layers
+    without their own indexer reuse another layer's top-k)."""
     if isinstance(cost.spec, (SlidingWindow, ChunkedLocal)):
         return cost.window_tokens
+    if sparse_topk and isinstance(cost.spec, MultiHeadLatent):
+        return sparse_topk
     return None
 
 
@@ -123,6 +134,8 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
             costs[id(c)] = (c, costs[id(c)][1] + 1)
     kv_reads, attn, prefill_attn, state = [], [], [], 0.0
     dcp_layers, dcp_bytes = 0, 0.0
+    topk = next((s.index_topk for s in r.footprint.model.cache_layers
+                 if isinstance(s, LightningIndexer) and s.index_topk), None)
     for c, count in costs.values():
         if c.state_bytes_per_rank:
             state += 2 * c.state_bytes_per_rank * count  # read and written every step
@@ -130,9 +143,11 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         if c.token_shards > 1:  # DCP: 1/dcp of the KV read here, outputs merged over dcp GPUs
             dcp_layers += count
             dcp_bytes += count * exchange_bytes_per_token(c, tp, c.token_shards)
-        kv_reads.append(KvRead(float(c.rank_bytes_for_tokens(1)) * count, _cap(c)))
+        kv_reads.append(KvRead(float(c.rank_bytes_for_tokens(1)) * count, _cap(c, topk)))
         spec = c.spec
-        if isinstance(spec, MultiHeadLatent):
+        if isinstance(spec, LightningIndexer):  # scores every cached token: q . k per head
+            per_token = prefill = 2 * spec.index_n_heads * spec.index_head_dim
+        elif isinstance(spec, MultiHeadLatent):
             heads = spec.num_attention_heads // tp
             per_token = 2 * heads * (spec.latent_dim + spec.kv_lora_rank)
             prefill = 2 * heads * (spec.qk_nope_head_dim + spec.qk_rope_head_dim + spec.v_head_dim)
@@ -141,8 +156,8 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
                                                                           spec.head_dim_v)
         else:
             continue
-        attn.append(KvRead(float(per_token * count), _cap(c)))
-        prefill_attn.append(KvRead(float(prefill * count), _cap(c)))
+        attn.append(KvRead(float(per_token * count), _cap(c, topk)))
+        prefill_attn.append(KvRead(float(prefill * count), _cap(c, topk)))
     gpu = req.gpu
     dtype = compute_dtype(gpu, fmt.scheme)
     group = tp * split.dp if n_moe else tp  # the widest collective: the MoE layers' tp x dp
