@@ -14,6 +14,13 @@ from dataclasses import dataclass, field
 
 from .formats import ANY_GPU, KvFormat
 
+
+def sm_major(capability: str | None) -> int | None:
+    """A CUDA compute capability's major version ("10.0" -> 10); None for no GPU or an AMD
+    target ("gfx942")."""
+    head = (capability or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
 ARCHITECTURES = ("ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4")
 FLOP_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4")
 

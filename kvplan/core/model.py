@@ -65,6 +65,11 @@ class Model:
         """Every cache-holding spec, in layer order."""
         return [spec for block in self.layers for spec in block]
 
+    @property
+    def sparse_mla(self) -> bool:
+        """DeepSeek sparse attention (a lightning indexer on some layer: V3.2, GLM-5.x)."""
+        return any(s.kind == "indexer" for s in self.cache_layers)
+
     def layer_groups(self) -> list[tuple[LayerSpec, int]]:
         """Distinct layer specs with their counts, in order of first appearance."""
         counts = Counter(self.cache_layers)

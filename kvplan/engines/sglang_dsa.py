@@ -29,6 +29,7 @@ B200 61 x (576 + 132) = 43,188 B.
 from __future__ import annotations
 
 from ..core.errors import InputError
+from ..core.gpu import sm_major
 from .base import EngineLayout, version_tuple
 
 PAGE_TOKENS = 64
@@ -40,11 +41,9 @@ def served(layout: EngineLayout) -> bool:
     return layout.name == "sglang" and version_tuple(layout.version) >= FIRST_READ
 
 
-def _major(capability: str | None) -> int | None:
-    if not capability:
-        return None
-    head = capability.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+def applies(layout: EngineLayout, model) -> bool:
+    """Whether this plan is a DSA model under an SGLang release whose DSA pool kvplan models."""
+    return served(layout) and model.sparse_mla
 
 
 def _gpu_major(capability: str | None) -> int | None:
@@ -53,7 +52,7 @@ def _gpu_major(capability: str | None) -> int | None:
     FlashMLA are Hopper kernels) is refused."""
     if capability is None:
         return None
-    major = _major(capability)
+    major = sm_major(capability)
     if major is None:
         raise InputError(f"kvplan models SGLang's DSA pool on NVIDIA GPUs only; on {capability} "
                          "SGLang pages it differently (page 1 without aiter's preshuffle "

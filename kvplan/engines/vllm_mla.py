@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.gpu import sm_major
 from .base import version_tuple
 
 
@@ -44,15 +45,10 @@ class MlaBackend:
             object.__setattr__(self, "kernel_tokens", self.block_tokens)
 
 
-def _major(capability: str) -> int | None:
-    head = capability.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
 def mla_backend(capability: str, kv_fp8: bool, version: str, qk_nope_head_dim: int | None
                 ) -> MlaBackend:
     """The backend and default block for dense MLA on a GPU of ``capability``."""
-    major = _major(capability)
+    major = sm_major(capability)
     new = version == "main" or version_tuple(version) >= (0, 18, 0)
     if not new:
         if major == 9:

@@ -26,11 +26,13 @@ FIELDS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe", "step_ov
           "startup_share")
 #: fields a calibration may omit (files written before kvplan fitted them), with their value then
 OPTIONAL = {"layer_overhead_s": 0.0}
-#: the most a time term may hold (ten times the fit's own bounds): a larger one is a corrupt
-#: file, not a GPU
-TIME_CEILING_S = {"step_overhead_s": 1.0, "layer_overhead_s": 0.02, "sequence_overhead_s": 0.01,
-                  "allreduce_latency_s": 0.002, "host_ttft_s": 20.0,
-                  "host_ttft_per_prompt_token_s": 1e-3}
+#: the seconds each fitted time term is searched between (``kvplan.planning.calibration_fit``)
+TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "layer_overhead_s": (1e-7, 2e-3),
+              "sequence_overhead_s": (1e-8, 1e-3),
+              "allreduce_latency_s": (1e-6, 2e-4), "host_ttft_s": (1e-5, 2.0),
+              "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
+#: the most a time term in a file may hold, ten times the fit's bound: more is a corrupt file
+TIME_CEILING_S = {k: 10 * hi for k, (_, hi) in TIME_RANGE.items()}
 FRACTIONS = ("hbm_bandwidth", "flops", "interconnect", "attention", "moe")
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ..core.perf import Efficiency, StepTerms, step_time
+from ..loaders.serving_calibration import TIME_RANGE
 from .bench_predict import RowTerms
 
 PARAMS = ("hbm_bandwidth", "flops", "attention", "moe", "step_overhead_s", "layer_overhead_s",
@@ -34,10 +35,7 @@ PARAMS = ("hbm_bandwidth", "flops", "attention", "moe", "step_overhead_s", "laye
           "host_ttft_s", "host_ttft_per_prompt_token_s", "startup_share")
 # efficiencies in (LOW, 1]; times in seconds between these bounds
 EFF_LOW = 0.05
-TIME_RANGE = {"step_overhead_s": (1e-5, 0.1), "layer_overhead_s": (1e-7, 2e-3),
-              "sequence_overhead_s": (1e-8, 1e-3),
-              "allreduce_latency_s": (1e-6, 2e-4), "host_ttft_s": (1e-5, 2.0),
-              "host_ttft_per_prompt_token_s": (1e-9, 1e-4)}
+# (TIME_RANGE lives with the calibration files, whose reader bounds each term by it)
 #: the deepest model's layers over the shallowest's that a fit needs to tell the per-layer cost
 #: from the per-step cost (b300 vLLM's rows, all of 60-62 layers, could not: moving its
 #: 61 us per layer into the step changed its loss by 0.04%)

@@ -45,8 +45,7 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
     MLA backend block; a hybrid's block is then raised by ``_hybrid_unify``."""
     notes: list[str] = []
     block = req.block_size_tokens
-    kinds = {spec.kind for spec in model.cache_layers}
-    if sglang_dsa.served(layout) and "indexer" in kinds:
+    if sglang_dsa.applies(layout, model):
         fmt = resolve_formats(model, layout, req.kv_dtype,
                               gpu_capability=req.gpu.compute_capability).name
         notes.append(f"SGLang forces {sglang_dsa.PAGE_TOKENS}-token pages for DSA models "
@@ -58,6 +57,7 @@ def _block_size(req: FitRequest, layout: EngineLayout, model: Model) -> tuple[in
         return sglang_dsa.PAGE_TOKENS, notes
     if layout.name != "vllm":
         return (block or layout.default_block_size_tokens), notes
+    kinds = {spec.kind for spec in model.cache_layers}
     if "indexer" in kinds:
         block = 64
         notes.append("vLLM forces 64-token blocks for sparse MLA (FlashMLASparse backend: "
@@ -270,7 +270,7 @@ def plan_layout(req: FitRequest) -> FitResult:
         block = block2
         fp = kv_footprint(model, (ctx,), kv_dtype=req.kv_dtype, tp=req.tp, pp=req.pp,
                           block_size_tokens=block, engine=layout, dcp=req.dcp,
-                      gpu_capability=req.gpu.compute_capability)
+                          gpu_capability=req.gpu.compute_capability)
     notes += hybrid_notes
     _check_native(req, fp)
     notes += list(fp.notes)

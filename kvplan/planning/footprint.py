@@ -66,7 +66,7 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
     else the engine's reading of the model dtype. SGLang's sparse-MLA (DSA) pool picks its
     format by GPU (``kvplan.engines.sglang_dsa``): ``gpu_capability`` is the GPU's compute
     capability, None where no GPU is planned."""
-    if sglang_dsa.served(engine) and any(s.kind == "indexer" for s in model.cache_layers):
+    if sglang_dsa.applies(engine, model):
         if k_dtype or v_dtype:
             raise InputError("SGLang's DSA pool stores one latent format for K and V",
                              field="--k-dtype" if k_dtype else "--v-dtype")
@@ -93,7 +93,7 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
     k = one(k_dtype).k if k_dtype else base.k
     v = one(v_dtype).v if v_dtype else base.v
     sparse = engine.sparse_mla_fp8_format
-    if sparse and any(s.kind == "indexer" for s in model.cache_layers):
+    if sparse and model.sparse_mla:
         if k.name == "fp8_e4m3":
             k = v = parse_format(sparse).k  # the sparse-MLA backends' own fp8 latent layout
         if k.name not in ("bf16", sparse) or v.name != k.name:
@@ -147,9 +147,9 @@ def kv_footprint(
     check_degree(pp, "pp")
     block = layout.default_block_size_tokens if block_size_tokens is None else block_size_tokens
     if (layout.sparse_mla_fp8_format and layout.name == "vllm"
-            and any(s.kind == "indexer" for s in model.cache_layers)):
+            and model.sparse_mla):
         block = SPARSE_MLA_BLOCK  # vLLM forces it whatever --block-size says (FlashMLASparse)
-    if sglang_dsa.served(layout) and any(s.kind == "indexer" for s in model.cache_layers):
+    if sglang_dsa.applies(layout, model):
         block = sglang_dsa.PAGE_TOKENS  # SGLang's DSA override, applied after --page-size
     if not isinstance(block, int) or isinstance(block, bool) or block < 1:
         raise InputError(f"must be a positive integer, got {block!r}", field="--block-size")

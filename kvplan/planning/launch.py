@@ -299,17 +299,14 @@ def _check_expert_options(name: str, r: FitResult) -> None:
                       req.weight_format.scheme)
 
 
-def _is_dsa(model) -> bool:
-    return any(s.kind == "indexer" for s in model.cache_layers)
-
-
 def _sglang_dsa_kv(r: FitResult) -> str | None:
     """SGLang's --kv-cache-dtype for a DSA model's planned latent (``sglang_dsa``): bf16 is
     spelled bfloat16, because auto means fp8 on Blackwell; an fp8 latent is fp8_e4m3 when
     SGLang's own kernels on this GPU store the planned row (656 B FlashMLA, 576 B TRT-LLM)."""
-    from ..engines.sglang_dsa import _major, flashmla
+    from ..core.gpu import sm_major
+    from ..engines.sglang_dsa import flashmla
 
-    fmt, major = r.kv_format.split(":", 1)[0], _major(r.request.gpu.compute_capability)
+    fmt, major = r.kv_format.split(":", 1)[0], sm_major(r.request.gpu.compute_capability)
     if fmt == "bf16":
         return "bfloat16"
     if major is None or fmt not in ("fp8_ds_mla", "fp8_e4m3"):
@@ -333,7 +330,7 @@ def _sglang_dp_flags(r: FitResult, dp_attention: bool) -> list[str]:
 
 def sglang_command(r: FitResult, sequences: int | None = None) -> str:
     req = r.request
-    kv = _sglang_dsa_kv(r) if _is_dsa(req.model) else _kv_flag(SGLANG_KV, r.kv_format, "sglang")
+    kv = _sglang_dsa_kv(r) if req.model.sparse_mla else _kv_flag(SGLANG_KV, r.kv_format, "sglang")
     if kv is None:
         return _unsupported("sglang", r.kv_format)
     dp_attention = req.dp > 1 and req.num_experts > 0
