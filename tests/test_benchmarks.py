@@ -508,3 +508,22 @@ def test_disaggregated_row_without_worker_counts(tmp_path):
     runs, problems = read_benchmarks(p)
     assert runs == [] and [x.field for x in problems] == ["decode_num_workers"]
     assert "does not record how many workers" in problems[0].message
+
+
+def test_a_named_release_plans_with_its_engines_calibration(monkeypatch):
+    """`--engine sglang@0.5.23` or `vllm@0.11.0` takes the (GPU, engine) calibration, whose
+    label names the releases it was fitted on (it once fell back to the uncalibrated
+    roofline)."""
+    import json
+    from pathlib import Path
+
+    from kvplan.loaders.hardware import load_gpu
+    from kvplan.planning.deployment import efficiency_for
+
+    monkeypatch.delenv("KVPLAN_CALIBRATIONS", raising=False)
+    doc = json.loads((Path(__file__).parents[1] / "calibrations" / "b200--sglang.json").read_text())
+    for engine in ("sglang@0.5.23", "sglang"):
+        e = efficiency_for(load_gpu("b200"), None, None, engine)
+        assert e.calibrated and e.hbm_bandwidth == doc["efficiency"]["hbm_bandwidth"]
+        assert f"on releases {doc['engine_versions'][0]}, " in e.source
+    assert efficiency_for(load_gpu("h100"), None, None, "vllm@0.11.0").calibrated

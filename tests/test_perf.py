@@ -443,3 +443,20 @@ def test_efficiency_is_replaceable():
     slow = replace(sm, efficiency=Efficiency(hbm_bandwidth=0.5, flops=1.0, interconnect=1.0,
                                              allreduce_latency_s=0.0))
     assert decode_step(slow, 1, 32768).memory_s == approx(2 * decode_step(sm, 1, 32768).memory_s)
+
+
+def test_indexer_overhead_is_paid_per_layer_with_its_own_indexer():
+    """The fitted indexer cost (calibrations/indexer/overhead.json) is paid by each layer that
+    computes its own top-k, per forward pass: GLM-5 (78 layers, every one with an indexer) at
+    80 us adds 78 x 80 us = 6.24 ms to a decode step and to each prefill chunk; GLM-5.2 (21
+    of its layers run an indexer, the others reuse one's top-k) adds 21 x 80 us; DeepSeek-V3
+    (no indexer) nothing."""
+    for name, indexers in (("glm-5", 78), ("glm-5.2", 21), ("deepseek-v3", 0)):
+        _, sm = plan(load_model(name), load_gpu("b200"), kv_dtype="auto", weight_dtype="fp8",
+                     engine="sglang@0.5.23", tp=8, pp=1, context_tokens=32768, efficiency=IDEAL)
+        assert sm.indexer_layers == indexers, name
+        slow = replace(sm, efficiency=replace(IDEAL, indexer_overhead_s=80e-6))
+        assert decode_step(slow, 4, 2048).seconds - decode_step(sm, 4, 2048).seconds == approx(
+            indexers * 80e-6)
+        assert prefill_s(slow, 16384, 8192) - prefill_s(sm, 16384, 8192) == approx(
+            2 * indexers * 80e-6)

@@ -207,3 +207,60 @@ def test_calibration_from_needs_its_reason(tmp_path):
     (tmp_path / "g.yaml").write_text(bad)
     with pytest.raises(GpuSpecError, match="calibration_from"):
         load_gpu(str(tmp_path / "g.yaml"))
+
+
+def test_indexer_file_is_read_checked_and_applied_only_to_indexer_models(tmp_path, monkeypatch):
+    """calibrations/indexer/overhead.json: one fitted cost for every GPU and engine, taken by a
+    calibrated figure only for a model with lightning indexers, and named in its label."""
+    import shutil
+    from pathlib import Path
+
+    from kvplan.core.errors import KvplanError
+    from kvplan.loaders import serving_calibration
+    from kvplan.loaders.hardware import load_gpu
+    from kvplan.loaders.serving_calibration import indexer_overhead
+    from kvplan.planning.deployment import efficiency_for
+
+    monkeypatch.delenv("KVPLAN_CALIBRATIONS", raising=False)
+    monkeypatch.setattr(serving_calibration, "calibration_dirs", lambda: [tmp_path])  # no shipped
+    shutil.copy(Path(__file__).parents[1] / "calibrations" / "b200--sglang.json", tmp_path)
+    b200 = load_gpu("b200")
+    (tmp_path / "indexer").mkdir()
+    path = tmp_path / "indexer" / "overhead.json"
+    e = efficiency_for(b200, None, None, "sglang", sparse_indexer=True)
+    assert e.indexer_overhead_s == 0.0 and "not calibrated" in e.source  # said, not silent
+    head = '{"schema": "kvplan-indexer-calibration", "version": 1, '
+    path.write_text(head + '"indexer_overhead_s": 8.3e-5, "provenance": {"rows_fit": 86}}')
+    value, label = indexer_overhead()
+    assert value == 8.3e-5 and "83 us" in label and "86 measured rows" in label
+    e = efficiency_for(b200, None, None, "sglang", sparse_indexer=True)
+    assert e.indexer_overhead_s == 8.3e-5 and "83 us per layer" in e.source
+    plain = efficiency_for(b200, None, None, "sglang")
+    assert plain.indexer_overhead_s == 0.0 and "indexer" not in plain.source
+    # an uncalibrated figure (no serving calibration for the GPU) stays the pure roofline
+    assert efficiency_for(load_gpu("h100"), None, None, "sglang",
+                          sparse_indexer=True).indexer_overhead_s == 0.0
+    for bad in ('{"schema": "kvplan-cross-domain-calibration", "version": 1}', "[1",
+                head + '"indexer_overhead_s": -1}', head + '"indexer_overhead_s": 0.5}',
+                head + '"indexer_overhead_s": "80us"}'):
+        path.write_text(bad)
+        with pytest.raises(KvplanError):
+            indexer_overhead()
+    monkeypatch.setenv("KVPLAN_CALIBRATIONS", "off")
+    assert indexer_overhead() is None
+
+
+def test_shipped_indexer_fit_is_held_out_by_gpu():
+    """The shipped fit's report: every GPU's rows judged by a fit on the other GPUs' rows;
+    the held-out TPOT of GLM-5's rows is far better with the term than without it."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parents[1] / "calibrations" / "indexer" /
+                      "overhead.json").read_text())
+    rep = doc["provenance"]["report"]
+    assert len(rep["by_gpu"]) >= 3 and doc["provenance"]["model_types"] == ["glm_moe_dsa"]
+    tpot = rep["held_out"]["tpot"]
+    assert tpot["before"]["median_abs_error"] > 0.25 and tpot["after"]["median_abs_error"] < 0.12
+    for g in rep["by_gpu"].values():  # each fit without a GPU lands near the shipped value
+        assert abs(g["fitted_without_s"] - doc["indexer_overhead_s"]) < 2e-5

@@ -15,7 +15,8 @@ Decode step of a batch of B sequences at context n, on the busiest GPU (one pipe
 - FLOPs = B x (2 x active parameters + attention: 2 x heads x (d_k + d_v) per cached token
   per layer; MLA in absorbed form 2 x heads x (latent + kv_lora_rank); sparse MLA that over
   the top-k, plus the indexer's 2 x index_n_heads x index_head_dim over every token);
-- time = fixed cost per step + one per decoder layer on the GPU + one per running sequence
+- time = fixed cost per step + one per decoder layer on the GPU (and one per layer running its
+  own lightning indexer) + one per running sequence
   + max(bytes / (HBM bandwidth x efficiency), FLOPs / (peak x efficiency)), the routed
   experts' bytes and FLOPs at a further ``moe`` efficiency
   + tensor-parallel all-reduce: 2 per layer, ring ``2 (tp - 1) / tp x B x hidden x 2 B``
@@ -78,6 +79,11 @@ class Efficiency:
     #: more GPUs than one NVLink domain (NIC, switch, the inter-node NCCL protocol); fitted apart
     #: (``calibrations/cross_domain/latency.json``)
     cross_domain_latency_s: float = 0.0
+    #: per layer that runs its own lightning indexer (DeepSeek-V3.2, GLM-5.x) per forward pass:
+    #: the indexer's chain of small kernels (query and key projections, rotary, fp8 quantisation,
+    #: cache store, logits, top-k), fixed whatever the batch; fitted apart
+    #: (``calibrations/indexer/overhead.json``)
+    indexer_overhead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,9 @@ class StepModel:
     #: a collective over more GPUs than a domain crosses it (``cross_domain_factor``)
     domain_gpus: int = 0
     scale_out_bytes_per_s: float = 0.0
+    #: of ``layers``, those that compute their own top-k with a lightning indexer (each costs
+    #: ``Efficiency.indexer_overhead_s`` per forward pass)
+    indexer_layers: int = 0
 
 
 def cross_domain_factor(m: StepModel, group: int, all_to_all: bool) -> float:
@@ -240,6 +249,7 @@ class StepTerms:
     attn_flops: Any = 0.0  # attention's FLOPs (decode and prompt), apart from the GEMMs'
     cross_calls: Any = 0.0  # of comm_calls, those over more GPUs than one domain
     layers: Any = 0.0  # decoder layers the step runs on this GPU (each costs layer_overhead_s)
+    indexer_layers: Any = 0.0  # of them, those running their own indexer (indexer_overhead_s)
 
 
 def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> StepTerms:
@@ -275,7 +285,8 @@ def assemble_step(m: StepModel, batch, prefill_tokens, kv_bytes, attn_flops) -> 
         sequences=batch + 0.0 * tokens,
         attn_flops=attn_flops,
         cross_calls=cross + 0.0 * tokens,
-        layers=m.layers + 0.0 * tokens)
+        layers=m.layers + 0.0 * tokens,
+        indexer_layers=m.indexer_layers + 0.0 * tokens)
 
 
 def step_terms(m: StepModel, batch, context, prefill_tokens=0.0,
@@ -301,6 +312,7 @@ def step_time(m: StepModel, t: StepTerms, e: Efficiency | None = None) -> Step:
     comm_s = t.comm_calls * e.allreduce_latency_s + t.comm_bytes / (
         m.link_bytes_per_s * e.interconnect) + t.cross_calls * e.cross_domain_latency_s
     seconds = e.step_overhead_s + e.layer_overhead_s * t.layers \
+        + e.indexer_overhead_s * t.indexer_layers \
         + e.sequence_overhead_s * t.sequences + _max(memory_s, compute_s) + comm_s
     return Step(seconds, memory_s, compute_s, comm_s,
                 t.dense_bytes + t.expert_bytes + t.kv_bytes, t.kv_bytes,
@@ -359,7 +371,8 @@ def prefill_s(m: StepModel, prompt_tokens, chunk_tokens, cached_tokens=0):
     compute_s = dense_flops / peak + expert_flops / (peak * e.moe)
     memory_s = chunks * (m.weight_bytes / hbm
                          + m.expert_bytes * m.moe_layers * m.num_experts / m.ep / (hbm * e.moe))
-    return m.pp * (chunks * (e.step_overhead_s + e.layer_overhead_s * m.layers)
+    return m.pp * (chunks * (e.step_overhead_s + e.layer_overhead_s * m.layers
+                             + e.indexer_overhead_s * m.indexer_layers)
                    + _max(compute_s, memory_s)
                    + allreduce_s(m, prompt_tokens))
 

@@ -118,8 +118,11 @@ def read_calibration(path: Path) -> tuple[Efficiency, dict]:
         raise CalibrationFileError(f"unknown key(s) {', '.join(unknown)}", source=str(path),
                                    field="efficiency")
     prov, held = _provenance(doc)
+    versions = doc.get("engine_versions")
+    on = (f" on releases {', '.join(str(v) for v in versions[:6])}"
+          f"{', ...' if len(versions) > 6 else ''}") if isinstance(versions, list) and versions else ""
     label = (f"calibration {path.name} ({prov.get('rows_fit', '?')} measured rows of "
-             f"{prov.get('source', 'unnamed source')}, fitted {prov.get('date', '?')}; held-out "
+             f"{prov.get('source', 'unnamed source')}{on}, fitted {prov.get('date', '?')}; held-out "
              f"TPOT median error {held.get('tpot_median_abs_error', '?')})")
     return Efficiency(**values, source=label, calibrated=True), doc
 
@@ -137,32 +140,62 @@ def serving_calibration(gpu: str, engine: str) -> Efficiency | None:
 
 CROSS_SCHEMA = "kvplan-cross-domain-calibration"
 CROSS_FILE = Path("cross_domain") / "latency.json"
+INDEXER_SCHEMA = "kvplan-indexer-calibration"
+INDEXER_FILE = Path("indexer") / "overhead.json"
+
+
+def _read_term(path: Path, schema: str, kind: str, key: str, ceiling_s: float) -> tuple[float, dict]:
+    """One fitted number of seconds in [0, ``ceiling_s``] and the file's provenance, from a
+    file that holds a term fitted for every GPU and engine at once."""
+    doc = _read_doc(path, schema, kind)
+    v = doc.get(key)
+    if not _finite(v) or not 0 <= v <= ceiling_s:
+        raise CalibrationFileError(f"expected seconds in [0, {ceiling_s:g}], got {_show(v)}",
+                                   source=str(path), field=key)
+    return float(v), doc
 
 
 def read_cross_domain(path: Path) -> tuple[float, str]:
     """(seconds per collective call that leaves an NVLink domain, label naming the file and
     its fit) from a file written by ``benchmarks/fit_cross_domain.py``."""
-    doc = _read_doc(path, CROSS_SCHEMA, "cross-domain")
-    v = doc.get("cross_domain_latency_s")
-    if not _finite(v) or not 0 <= v <= 0.1:
-        raise CalibrationFileError(f"expected seconds in [0, 0.1], got {_show(v)}", source=str(path),
-                                   field="cross_domain_latency_s")
+    v, doc = _read_term(path, CROSS_SCHEMA, "cross-domain", "cross_domain_latency_s", 0.1)
     prov, held = _provenance(doc)
     label = (f"cross-domain call latency {v * 1e6:.0f} us for TP all-reduces and attention-DP "
              f"dispatch / combine wider than an "
              f"NVLink domain ({CROSS_FILE}: "
              f"{prov.get('rows_fit', '?')} measured rows, held-out TPOT median error "
              f"{held.get('tpot_median_abs_error', '?')})")
-    return float(v), label
+    return v, label
+
+
+def read_indexer_overhead(path: Path) -> tuple[float, str]:
+    """(seconds per layer running its own lightning indexer per forward pass, label naming the
+    file and its fit) from a file written by ``benchmarks/fit_indexer.py``."""
+    v, doc = _read_term(path, INDEXER_SCHEMA, "indexer", "indexer_overhead_s", 0.01)
+    prov, held = _provenance(doc)
+    label = (f"indexer cost {v * 1e6:.0f} us per layer with its own top-k per forward pass "
+             f"({INDEXER_FILE}: {prov.get('rows_fit', '?')} measured rows, held out by GPU: "
+             f"TPOT median error {held.get('tpot_median_abs_error', '?')})")
+    return v, label
+
+
+def _global_term(name: Path, read) -> tuple[float, str] | None:
+    if os.environ.get("KVPLAN_CALIBRATIONS", "").lower() == "off":
+        return None
+    for folder in calibration_dirs():
+        path = folder / name
+        if path.is_file():
+            return read(path)
+    return None
 
 
 def cross_domain_latency() -> tuple[float, str] | None:
     """The fitted latency of a collective call over more GPUs than one NVLink domain, or None
     (none shipped, or calibrations off)."""
-    if os.environ.get("KVPLAN_CALIBRATIONS", "").lower() == "off":
-        return None
-    for folder in calibration_dirs():
-        path = folder / CROSS_FILE
-        if path.is_file():
-            return read_cross_domain(path)
-    return None
+    return _global_term(CROSS_FILE, read_cross_domain)
+
+
+def indexer_overhead() -> tuple[float, str] | None:
+    """The fitted fixed cost of one layer's lightning indexer per forward pass, or None (none
+    shipped, or calibrations off)."""
+    return _global_term(INDEXER_FILE, read_indexer_overhead)

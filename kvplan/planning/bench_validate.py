@@ -97,11 +97,12 @@ class Report:
 def efficiency_for_row(t: RowTerms, cache: dict, uncalibrated: bool) -> Efficiency:
     from .deployment import efficiency_for, spec_efficiency
 
-    key = t.key
+    sparse = t.plan.request.model.sparse_mla
+    key = (*t.key, sparse)
     if key not in cache:
         gpu = t.plan.request.gpu
-        cache[key] = spec_efficiency(gpu) if uncalibrated else efficiency_for(gpu, None, None,
-                                                                          t.run.engine)
+        cache[key] = spec_efficiency(gpu) if uncalibrated else efficiency_for(
+            gpu, None, None, t.run.engine, sparse)
     return cache[key]
 
 

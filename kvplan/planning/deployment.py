@@ -43,13 +43,17 @@ def spec_efficiency(gpu: GpuSpec) -> Efficiency:
 
 
 def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
-                   engine: str | None = None) -> Efficiency:
+                   engine: str | None = None, sparse_indexer: bool = False) -> Efficiency:
     """The serving calibration for (GPU, engine) (``calibrations/``), else a calibration
     harness run for the GPU, else kvplan's defaults with the GPU YAML's overrides, labelled
-    uncalibrated; ``hbm``/``flops`` given by the user replace those two terms."""
+    uncalibrated; ``hbm``/``flops`` given by the user replace those two terms. A model with
+    lightning indexers (``sparse_indexer``) takes the indexer's fitted fixed cost with a
+    calibrated figure, and the label says which (or that none is shipped)."""
     from ..loaders.calibration import measured_efficiency
-    from ..loaders.serving_calibration import cross_domain_latency, serving_calibration
+    from ..loaders.serving_calibration import cross_domain_latency, indexer_overhead, serving_calibration
 
+    engine = engine.partition("@")[0] if engine else engine  # a release plans with its
+    # engine's calibration, whose label names the releases it was fitted on
     own = serving_calibration(gpu.key, engine) if engine else None
     if own is None and engine and gpu.calibration_from:
         other = serving_calibration(gpu.calibration_from, engine)
@@ -60,6 +64,13 @@ def efficiency_for(gpu: GpuSpec, hbm: float | None, flops: float | None,
     cross = cross_domain_latency() if base.calibrated else None
     if cross is not None:  # only calibrated figures take it: the roofline has no latencies
         base = replace(base, cross_domain_latency_s=cross[0], source=f"{base.source}; {cross[1]}")
+    if sparse_indexer and base.calibrated:
+        index = indexer_overhead()
+        if index is not None:
+            base = replace(base, indexer_overhead_s=index[0], source=f"{base.source}; {index[1]}")
+        else:
+            base = replace(base, source=f"{base.source}; the indexer's fixed cost per layer is "
+                           "not calibrated (no indexer/overhead.json): time figures optimistic")
     if not base.calibrated:
         base = replace(base, source=f"{base.source}; uncalibrated: no serving calibration for "
                        f"{gpu.key}{' ' + engine if engine else ''}, so time figures are the "
@@ -124,7 +135,7 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
     out, plans, effs = [], [], []
     for g in gpus:
         spec = load_gpu(g)
-        eff = efficiency_for(spec, hbm_efficiency, flops_efficiency, engine)
+        eff = efficiency_for(spec, hbm_efficiency, flops_efficiency, engine, m.sparse_mla)
         for kv in kv_dtypes:
             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=weight_dtype, engine=engine, tp=tp,
                          pp=pp, context_tokens=max_len, efficiency=eff,

@@ -13,6 +13,7 @@ from ..core.errors import InputError
 from ..core.gpu import GpuSpec
 from ..core.layers import (
     ChunkedLocal,
+    CompressedAttention,
     FullAttention,
     LightningIndexer,
     MultiHeadLatent,
@@ -128,7 +129,9 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
     active = dense_params[s] + expert_active
 
     costs: dict[int, tuple[LayerCost, int]] = {}
+    indexer_layers = 0  # layers that compute their own top-k (the engine's cache holds its keys)
     for i in pp_stages(layers, pp)[s]:
+        indexer_layers += any(isinstance(c.spec, LightningIndexer) for c in r.footprint.layer_costs[i])
         for c in r.footprint.layer_costs[i]:
             costs.setdefault(id(c), (c, 0))
             costs[id(c)] = (c, costs[id(c)][1] + 1)
@@ -137,6 +140,16 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
     topk = next((s.index_topk for s in r.footprint.model.cache_layers
                  if isinstance(s, LightningIndexer) and s.index_topk), None)
     for c, count in costs.values():
+        if isinstance(c.spec, CompressedAttention):  # DeepSeek-V4: kvplan.planning.fit_dsv4
+            from .fit_dsv4 import step_reads
+
+            reads, flops, rows = step_reads(c.spec, count, r.footprint.model, tp)
+            kv_reads += reads
+            attn += flops
+            prefill_attn += flops
+            state += rows
+            indexer_layers += count if c.spec.index_head_dim else 0  # its own lightning indexer
+            continue
         if c.state_bytes_per_rank:
             state += 2 * c.state_bytes_per_rank * count  # read and written every step
             continue
@@ -178,4 +191,5 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
         efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn),
         expert_flops_per_token=2.0 * expert_active, dcp_layers=dcp_layers,
-        dcp_bytes_per_token=dcp_bytes, domain_gpus=domain, scale_out_bytes_per_s=scale_out)
+        dcp_bytes_per_token=dcp_bytes, domain_gpus=domain, scale_out_bytes_per_s=scale_out,
+        indexer_layers=indexer_layers)
