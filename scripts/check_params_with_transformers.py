@@ -14,6 +14,8 @@ which vLLM holds as int32 parameters); the V slot vLLM's fused QKV keeps on
 Gemma-4's attention_k_eq_v layers; vision towers kvplan counts that a text-only transformers
 class leaves out (Qwen3.5), and towers kvplan does not count yet (LLaVA's CLIP, Qwen2-VL's
 tower). Configs whose model_type transformers does not know are skipped (never remote code).
+Gemma-3n's vision tower is timm's: its row needs timm (with torchvision and pillow, which
+timm imports) in that environment, else it reports ImportError.
 Last run (transformers 5.24.0, 2026-12-03): every other fixture matches exactly.
 """
 
@@ -69,7 +71,8 @@ def main() -> int:
             continue
         try:
             theirs = transformers_count(cfg)
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, ImportError) as e:  # ImportError: a timm
+            # tower (Gemma-3n's MobileNetV5) without timm, torchvision and pillow installed
             print(f"{path.name:58s} kvplan {ours:>17,}  transformers: {type(e).__name__}")
             continue
         if theirs is None:

@@ -94,6 +94,10 @@ def parse_lfm2(f: Fields, model_type: str) -> list[tuple]:
     hidden = f.integer("hidden_size")
     channels = f.integer("conv_dim", default=hidden, why="the short conv runs over hidden_size")
     conv = ShortConv(channels=channels, conv_kernel=f.integer("conv_L_cache"))
+    # LiquidAI's configs also carry conv_dim_out (the out_proj width: checked against
+    # hidden_size by params_lfm2), conv_use_xavier_init (initialisation) and num_heads (a copy
+    # of num_attention_heads); vLLM's lfm2.py and transformers' Lfm2Config read none of them
+    f.get("conv_dim_out"), f.get("conv_use_xavier_init"), f.get("num_heads")
     attn = attention_spec(f, model_type, "full", attention_shape(f, model_type)) if full else None
     return [(attn,) if i in full else (conv,) for i in range(num_layers)]
 

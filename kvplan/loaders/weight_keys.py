@@ -16,10 +16,10 @@ import re
 from .fields import Fields
 
 WEIGHT_WORDS = re.compile(
-    r"expert|moe|dense|intermediate|ffn|mlp|vocab|embed|tie_|tied|gate|gating|norm|bias|"
+    r"expert|moe|dense|intermediate|ffn|ff_dim|mlp|vocab|embed|tie_|tied|gate|gating|norm|bias|"
     r"router|routing|routed|quant|compression|lora|proj|nextn|mtp|vision|audio|projector|"
     r"num_hidden_layers|hidden_size|^n_layer|^d_model|qk_norm|lm_head|shared|sparse_step|"
-    r"layer_freq|decoder_sparse"
+    r"layer_freq|decoder_sparse|attn_res"
 )
 
 #: Names that match ``WEIGHT_WORDS`` but change no tensor (read by no weight loader, or only
