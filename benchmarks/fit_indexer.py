@@ -23,12 +23,11 @@ Loss: the median |log(predicted / measured TPOT)|.
 
 import json
 import math
-import os
 import statistics
 from dataclasses import replace
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from fit_cross_domain import stats  # noqa: E402  (sets HF_HUB_OFFLINE; this folder is on sys.path)
 
 from kvplan.loaders.benchmarks import read_benchmarks  # noqa: E402
 from kvplan.planning.bench_predict import row_terms  # noqa: E402
@@ -39,16 +38,6 @@ DATA = ROOT / "benchmarks" / "data" / "aiconfigurator_silicon_sample.csv"
 OUT = ROOT / "calibrations" / "indexer" / "overhead.json"
 REPORT = ROOT / "docs" / "indexer-fit.md"
 METRICS = ("tpot", "ttft", "throughput")
-
-
-def stats(results, metric: str) -> dict:
-    errs = [r.errors[metric] for r in results if metric in r.errors]
-    if not errs:
-        return {}
-    mags = sorted(abs(e) for e in errs)
-    return {"rows": len(errs), "median_abs_error": round(statistics.median(mags), 4),
-            "p90_abs_error": round(mags[min(len(mags) - 1, int(0.9 * len(mags)))], 4),
-            "signed_median": round(statistics.median(errs), 4)}
 
 
 def main() -> None:

@@ -234,6 +234,21 @@ def test_lfm2_short_conv():
     assert kv_footprint(m, [1], engine="llama.cpp").state_bytes_per_sequence == 10 * 2048 * 2 * 4
 
 
+@covers("FastFlowLM__LFM2-1.2B-NPU2.json", "LiquidAI__LFM2-700M.json")
+def test_lfm2_complete_configs():
+    """The complete LFM2 configs (the parameter inventories' fixtures) read as the partial one:
+    6 attention layers at full_attn_idxs, 10 short-conv layers. 1.2B: as above. 700M: hidden
+    1536, 24 heads (head_dim 64), 8 KV heads: 2 x 8 x 64 x 2 = 2,048 B per attention layer;
+    conv state (L_cache 3 - 1) x 1536 x 2 B = 6,144 B per conv layer."""
+    full = {2, 5, 8, 10, 12, 14}
+    for name, hidden in (("FastFlowLM__LFM2-1.2B-NPU2.json", 2048), ("LiquidAI__LFM2-700M.json", 1536)):
+        m = load(name)
+        assert kinds(m) == [("full_attention",) if i in full else ("short_conv",) for i in range(16)]
+        fp = kv_footprint(m, [1])
+        assert fp.bytes_per_token == 6 * 2 * 8 * 64 * BF16
+        assert fp.state_bytes_per_sequence == 10 * 2 * hidden * BF16
+
+
 # --------------------------------------------------------------------------------------------
 # Per-layer geometry: Gemma-4, Gemma-3n (KV sharing), MiMo-V2-Flash, Nemotron-NAS
 # --------------------------------------------------------------------------------------------

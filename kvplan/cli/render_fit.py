@@ -48,7 +48,13 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
     blocks = min((s.num_blocks for s in r.stages if s.num_blocks is not None), default=None)
     pool = f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {r.kv_pool_tokens:,} tokens"
     groups = max((s.groups for s in r.stages), default=1)
-    if blocks is not None and groups > 1:  # vLLM's "GPU KV cache size" is per group
+    v4 = r.stages[0].dsv4 if r.stages else None
+    if v4 is not None:  # DeepSeek-V4's packed pool: one block id across every group
+        pool = (f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {v4.num_blocks:,} "
+                f"blocks of {r.block_size_tokens} tokens, {v4.block_bytes:,} B each (one block id "
+                f"across DeepSeek-V4's {len(v4.groups)} KV-cache groups); vLLM's GPU KV cache "
+                f"size: {r.kv_pool_tokens:,} tokens")
+    elif blocks is not None and groups > 1:  # vLLM's "GPU KV cache size" is per group
         pool = (f"KV pool: {b.kv_pool_bytes:,} B ({_gib(b.kv_pool_bytes)}) = {blocks:,} blocks "
                 f"shared by {groups} KV-cache groups: {r.kv_pool_tokens:,} tokens per group "
                 f"({blocks:,} // {groups} x {r.block_size_tokens} tokens per block)")
@@ -58,7 +64,9 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
     elif blocks is not None:
         pool += f" ({blocks:,} blocks of {r.block_size_tokens} tokens)"
     out.print(pool)
-    out.print(f"one {req.context_tokens:,}-token sequence: {r.per_sequence_bytes:,} B "
+    held = (f"{v4.sequence_blocks(r.footprint.sequences[0].context_tokens):,} blocks x "
+            f"{v4.block_bytes:,} B = " if v4 is not None else "")
+    out.print(f"one {req.context_tokens:,}-token sequence: {held}{r.per_sequence_bytes:,} B "
               f"({_gib(r.per_sequence_bytes)}) on the busiest GPU")
     ranks = (f" ({req.dp} DP ranks x {r.concurrency_per_rank:,}, {req.gpus} GPUs)"
              if req.dp > 1 else "")

@@ -9,6 +9,11 @@ the flag that overrides it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .gpu import GpuSpec
+    from .model import Model
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,10 @@ class BudgetInputs:
     ep_transient_bytes: int = 0  # allocated later from the engine's reserve (SGLang EPLB)
     deepep_reserve_mib: int = 0  # SGLang's default mem_fraction_static sets this aside
     cuda_graphs: bool = True  # False: the engine captures none (SGLang DeepEP normal mode)
+    #: the planned model and GPU, for rules that read them (SGLang 0.5.23's CUDA-graph reserve:
+    #: MLA or not, multimodal, the model path, CUDA or ROCm); None where a caller has neither
+    model: Model | None = None
+    gpu: GpuSpec | None = None
 
 
 def assemble(i: BudgetInputs, *, engine: str, rules: str, usable: int, usable_label: str,

@@ -1,5 +1,7 @@
 """SGLang cache layout (token-to-KV pools of ``python/sglang/srt/mem_cache/memory_pool.py``),
-modelled on SGLang main as read in late 2025.
+modelled on SGLang main as read in late 2025. The memory budget is versioned in
+``kvplan.engines.sglang_memory``: ``sglang`` keeps the late-2025 reading, ``sglang@0.5.23``
+0.5.23's (``rules_release``).
 
 Rules, with where SGLang implements them:
 - Attention KV per layer: ``k_buffer`` ``[size + page_size, head_num, head_dim]`` and

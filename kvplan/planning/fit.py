@@ -21,6 +21,7 @@ from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
 from ..core.units import cdiv, ceil_bytes
 from ..core.weights import Weights, expert_layer_bytes, expert_width, tensor_role, weight_bytes
 from ..engines import EngineLayout, get_engine, sglang_dsa
+from ..engines import vllm_dsv4 as dsv4
 from ..engines.base import version_tuple
 from ..engines.expert_buffers import (
     NO_EP_MEMORY,
@@ -32,6 +33,7 @@ from ..engines.expert_buffers import (
 )
 from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_blocks
 from ..engines.parallel_rules import moe_split
+from . import fit_dsv4
 from .fit_pools import pool_layers
 from .fit_search import smallest_layout
 from .fit_types import FitRequest, FitResult, StagePlan
@@ -203,9 +205,7 @@ def plan_layout(req: FitRequest) -> FitResult:
     """Plan one (model, GPU, engine, parallelism, context), without the TP/PP search."""
     layout = get_engine(req.engine)
     model = req.model
-    if any(s.kind == "compressed_attention" for s in model.cache_layers):
-        raise InputError("kvplan fit does not model vLLM's packed block pool for DeepSeek-V4 yet; "
-                         "`kvplan size` gives its exact per-sequence bytes", field="MODEL")
+    v4_notes = fit_dsv4.check_request(req, layout) if fit_dsv4.applies(model) else None
     max_model_len = req.max_model_len or req.context_tokens
     if req.context_tokens > max_model_len:
         raise InputError(f"context {req.context_tokens:,} exceeds --max-model-len "
@@ -232,7 +232,8 @@ def plan_layout(req: FitRequest) -> FitResult:
             raise InputError(f"vLLM needs max_num_batched_tokens ({mnbt:,}) >= max_num_seqs "
                              f"({mns:,}) (SchedulerConfig): pass --max-num-batched-tokens",
                              field="--max-num-seqs" if req.max_num_seqs else "--concurrency")
-    block, notes = _block_size(req, layout, model)
+    block, notes = ((dsv4.FULL_BLOCK, v4_notes) if v4_notes is not None
+                    else _block_size(req, layout, model))
     start_block = block
     long_note = check_context(model, max_model_len, req.allow_long_max_model_len,
                               "--max-model-len" if req.max_model_len else "--context")
@@ -335,8 +336,14 @@ def plan_layout(req: FitRequest) -> FitResult:
             attention_dp=req.dp if comm_tp > req.tp else 1,
             ep_buffers_bytes=epm.buffer_bytes, ep_buffers_how=epm.buffer_how,
             ep_transient_bytes=epm.transient_bytes, deepep_reserve_mib=epm.reserve_mib,
-            cuda_graphs=epm.cuda_graphs)
+            cuda_graphs=epm.cuda_graphs, model=model, gpu=req.gpu)
         budget = _budget(layout, inputs, last)
+        if v4_notes is not None:  # DeepSeek-V4's packed pool (kvplan.planning.fit_dsv4)
+            budget = fit_dsv4.with_workspace(budget, model, max_model_len, mnbt,
+                                             req.activation_memory_bytes is not None)
+            v4_pool = fit_dsv4.pool(model, budget.kv_pool_bytes, mnbt)
+            plans.append(StagePlan(s, len(rng), budget, (), v4_pool.num_blocks, None, v4_pool))
+            continue
         costs = [c for i in rng for c in fp.layer_costs[i]]
         if last and draft_fp is not None:
             costs += [c for layer in draft_fp.layer_costs for c in layer]
@@ -360,6 +367,8 @@ def _model_buffers(req: FitRequest, layout: EngineLayout, model: Model,
     deepstack input embeddings, one ``max_num_batched_tokens x hidden`` tensor per deepstack
     level in the model dtype (vllm/model_executor/models/qwen3_vl.py). Qwen3-VL-8B at 8,192
     tokens: 3 x 8,192 x 4,096 x 2 B = 201,326,592 B."""
+    if layout.name == "vllm" and fit_dsv4.applies(model):
+        return fit_dsv4.model_buffers(model, mnbt)
     vision = model.config.get("vision_config")
     if layout.name != "vllm" or not isinstance(vision, dict) or not str(
             model.config.get("model_type", "")).startswith("qwen3_vl"):

@@ -42,6 +42,14 @@ def pool_layers(costs: list[LayerCost], block: int, state_page: int | None,
 def stage_bytes_fn(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: int):
     """n -> bytes one sequence of n tokens holds on one GPU of ``stage`` (block-rounded, exact
     integer). The stage's layers are grouped once (layers repeat one LayerCost object)."""
+    if any(s.kind == "compressed_attention" for s in fp.model.cache_layers):
+        from ..core.layers import CompressedAttention
+        from ..engines import vllm_dsv4
+
+        groups = vllm_dsv4.packed_groups([s for (s,) in fp.model.layers
+                                          if isinstance(s, CompressedAttention)])
+        block = vllm_dsv4.packed_block_bytes(groups)
+        return lambda n: vllm_dsv4.packed_blocks(n, groups) * block  # whole block ids
     rng = pp_stages(fp.model.num_layers, pp)[stage]
     costs = [c for i in rng for c in fp.layer_costs[i]]
     if draft_fp is not None and stage == pp - 1:
@@ -155,6 +163,10 @@ def pool_usage_fn(r: FitResult, prefix_tokens: int = 0):
     counts, cell sizes, SGLang's pool split, prefix bytes) worked out once."""
     req = r.request
     block = r.block_size_tokens
+    v4 = r.stages[0].dsv4 if r.stages else None
+    if v4 is not None:  # DeepSeek-V4's packed pool (kvplan.planning.fit_dsv4): block ids
+        shared = v4.shared_blocks(prefix_tokens)
+        return lambda n: [PoolUse(v4.usable_blocks, shared, v4.sequence_blocks(n) - shared)]
     if r.layout.name == "vllm":
         cached = [p for p in r.stages if p.pool_layers]
         nb = min(p.num_blocks or 0 for p in cached)

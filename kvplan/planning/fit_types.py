@@ -5,6 +5,7 @@ built from a finished result by whoever asks for them (``kvplan.planning.launch`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core.budget import Budget
 from ..core.gpu import GpuSpec
@@ -15,6 +16,9 @@ from ..engines import EngineLayout
 from ..engines.expert_buffers import ExpertParallelMemory
 from ..engines.kvpool import PoolGroups, PoolLayer
 from .footprint import Footprint
+
+if TYPE_CHECKING:
+    from .fit_dsv4 import Dsv4Pool
 
 
 @dataclass(frozen=True)
@@ -81,9 +85,12 @@ class StagePlan:
     pool_layers: tuple[PoolLayer, ...]
     num_blocks: int | None  # paged engines with vLLM grouping
     pool_groups: PoolGroups | None = None  # vLLM's KV cache groups of this stage
+    dsv4: Dsv4Pool | None = None  # DeepSeek-V4's packed pool (kvplan.planning.fit_dsv4)
 
     @property
     def groups(self) -> int:
+        if self.dsv4 is not None:
+            return len(self.dsv4.groups)
         return len(self.pool_groups.groups) if self.pool_groups else 1
 
     @property

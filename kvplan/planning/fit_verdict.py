@@ -17,8 +17,20 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
     weights = req.weights
     params_total = weights.params_total if weights else None
     params_active = weights.params_active if weights else None
-    per_seq = [seq_bytes_on_stage(fp, draft_fp, p.stage, req.pp) for p in plans]
-    if layout.name == "vllm":
+    v4 = plans[0].dsv4 if plans else None
+    per_seq = ([p.dsv4.sequence_blocks(ctx) * p.dsv4.block_bytes if p.dsv4 else 0 for p in plans]
+               if v4 is not None else
+               [seq_bytes_on_stage(fp, draft_fp, p.stage, req.pp) for p in plans])
+    if v4 is not None:  # DeepSeek-V4's packed pool (kvplan.planning.fit_dsv4), one stage
+        busiest = plans[0]
+        conc = v4.whole_sequences(ctx, req.shared_prefix_tokens)
+        engine_conc = v4.engine_concurrency(max_model_len)
+        tokens = v4.engine_tokens(max_model_len)
+        if v4.num_blocks > 0:
+            from .fit_dsv4 import notes as dsv4_notes
+
+            notes = [*notes, *dsv4_notes(v4, ctx, max_model_len, conc)]
+    elif layout.name == "vllm":
         cached = [p for p in plans if p.pool_layers]
         if not cached:
             raise InputError("no pipeline stage holds a cache layer", field="--pp")
@@ -55,6 +67,17 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
             or next((p.budget.overflow for p in plans if p.budget.overflow), None))
     if over:  # the pool cannot be allocated: it holds no sequence
         fits, verdict, per_rank, conc = False, over, 0, 0
+    elif v4 is not None and v4.num_blocks > 0 and not v4.starts(max_model_len):
+        need = v4.reserved_blocks(max_model_len)
+        fits, per_rank, conc = False, 0, 0
+        verdict = (f"does not fit: vLLM refuses to start: one {max_model_len:,}-token request "
+                   f"reserves {need:,} blocks x {v4.block_bytes:,} B = "
+                   f"{need * v4.block_bytes / 2**30:.2f} GiB, the pool less its null block holds "
+                   f"{v4.usable_blocks:,} blocks (_check_enough_kv_cache_memory)")
+    elif v4 is not None and budget.kv_pool_bytes > 0 and v4.num_blocks <= 0:
+        verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "
+                   f"({v4.block_bytes:,} B: one {block}-token block id of DeepSeek-V4's packed "
+                   "pool)")
     elif budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
         g0 = busiest.pool_groups or vllm_groups(busiest.pool_layers)
         verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "

@@ -27,6 +27,7 @@ from ..engines.expert_buffers import (
 )
 from ..engines.parallel_rules import moe_split
 from ..engines.vllm_memory import default_utilization
+from .fit_dsv4 import UNPLANNED as DSV4_UNPLANNED
 from .fit_search import search_words
 from .fit_types import FitResult
 from .model_limits import ENGINE_OVERRIDES, over_limit
@@ -417,7 +418,11 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
         "vllm": vllm_command, "sglang": sglang_command, "trtllm": trtllm_command,
         "llama.cpp": llama_cpp_command}
     out = {}
+    v4 = any(s.kind == "compressed_attention" for s in r.request.model.cache_layers)
     for name, build in builders.items():
+        if v4 and name != "vllm":  # kvplan.planning.fit_dsv4: vLLM's packed pool only
+            out[name] = f"# {DSV4_UNPLANNED[name]}"
+            continue
         try:  # an engine that does not serve the model (or whose layout is not established)
             (r.layout if r.layout.name == name else get_engine(name)).check_model(r.request.model)
             req = r.request

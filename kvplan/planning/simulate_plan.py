@@ -61,6 +61,11 @@ def simulate_outcome(o, requests: list[Request], w: Workload, n: int, seed: int,
                      "transfer is timed (the plan's disaggregated figures do not)")
     where = (f"DP rank ({replicas} replicas x {dp} ranks)" if dp > 1
              else f"replica ({replicas} replicas)")
+    if r.stages and r.stages[0].dsv4 is not None:
+        notes.append("DeepSeek-V4: the simulated pool is vLLM's 'GPU KV cache size' in tokens "
+                     f"({r.kv_pool_tokens:,}: the pool over its reservation at max_model_len), "
+                     "not the packed block pool the plan's memory figures count; the simulated "
+                     "batch can be smaller than the plan's")
     # under DCP a block holds block x dcp of a sequence's tokens (kv_pool_tokens counts them)
     limits = SimLimits(max_num_seqs=max(ev.batch, 1), max_num_batched_tokens=r.max_num_batched_tokens,
                        pool_tokens=r.kv_pool_tokens, block_tokens=block * r.request.dcp)
