@@ -86,7 +86,8 @@ def main() -> None:
                    "fixed; grid 0-400 us, then 1 us steps; loss the median |log(predicted / "
                    "measured TPOT)|; held out by GPU (each GPU's rows predicted by a fit on the "
                    "other GPUs' rows)",
-            "model_types": types, "gpus": gpus, "script": "benchmarks/fit_indexer.py",
+            "model_types": types, "gpus": gpus,
+            "engines": sorted({t.run.engine for t in rows}), "script": "benchmarks/fit_indexer.py",
             "rows_fit": len(rows),
             "held_out": {"tpot_median_abs_error": report["held_out"]["tpot"]["after"].get(
                 "median_abs_error")},
@@ -108,6 +109,12 @@ def main() -> None:
              "rows.", "",
              f"Fitted cost per layer running its own indexer, per forward pass: "
              f"**{best * 1e6:.0f} us** (GLM-5: 78 such layers, {78 * best * 1e3:.1f} ms a step).",
+             "", "Every fitted row is GLM-5 (all 78 layers with their own indexer), so a cost "
+             "per indexer layer cannot be told apart here from one per step or per layer: "
+             "charging it per indexer layer to GLM-5.2 (21) or DeepSeek-V3.2 (61) is an "
+             "assumption, and its value comes from SGLang's kernels alone. The fit's loss is "
+             "TPOT; the same cost charged to each prefill chunk moves GLM-5's TTFT, already "
+             "over-predicted, a little further (table).",
              "", "Cells: median / p90 |error| (signed median), error = predicted / measured - 1.",
              "", "| rows | metric | without the term | with it (held out) |", "|---|---|---|---|"]
     for m in METRICS:

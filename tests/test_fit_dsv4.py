@@ -168,16 +168,20 @@ def test_flash_on_8_b200_pool_by_hand():
     assert r.block_size_tokens == 256
     assert HELD == 538 and RESERVED == 512 + 2 * 259 + 4_099 + 2_065 == 7_194
     assert r.per_sequence_bytes == HELD * block == 539_205_120
-    # whole sequences: every block but the null block, 538 each
-    assert r.max_concurrency == (blocks - 1) // HELD == 277
+    # every block but the null block, 538 each, would hold (149,261) // 538 = 277; but vLLM
+    # admits a request only while its 7,194-block reservation is free, so the last admitted
+    # needs 7,194: (149,261 - 7,194) // 538 + 1 = 265 run together
+    assert (blocks - 1) // HELD == 277
+    assert r.max_concurrency == (blocks - 1 - RESERVED) // HELD + 1 == 265
     assert r.engine_max_concurrency == blocks / RESERVED  # vLLM's 20.75x
     assert r.kv_pool_tokens == int(blocks / RESERVED * L)  # "GPU KV cache size: N tokens"
-    assert r.fits and r.verdict == "fits: 277 concurrent 131,072-token sequences"
-    # admitting a request needs its 7,194-block reservation free: (149,261 - 7,194) // 538 + 1
-    assert any(f"with every prompt this long {(blocks - 1 - RESERVED) // HELD + 1} run together"
+    assert r.fits and r.verdict == "fits: 265 concurrent 131,072-token sequences"
+    assert any("with every prompt this long 265 run together (the blocks alone would hold 277)"
                in n for n in r.notes)
-    assert concurrency_at(r, L) == 277  # curve / sweep / plan read the same pool
-    assert concurrency_at(r, 4096) == (blocks - 1) // (16 + 2 * 3 + 3 + 17)
+    assert concurrency_at(r, L) == 265  # curve / sweep / plan read the same pool
+    # at 4,096 tokens: 42 held (16 + 2 x 3 + 3 + 17); reserved 16 + 2 x (cdiv(4,096, 64) + 1)
+    # + (cdiv(4,096, 4) + 1) + (cdiv(4,096, 8) + 1) = 16 + 130 + 1,025 + 513 = 1,684
+    assert concurrency_at(r, 4096) == (blocks - 1 - 1_684) // 42 + 1 == 3_514
 
 
 def test_pro_on_8_b200_pool_by_hand():
@@ -197,7 +201,7 @@ def test_pro_on_8_b200_pool_by_hand():
     # 61 layers, no window-only layer: 2 window groups (of 31 and 30) as for Flash, so the same
     # 538 blocks held and 7,194 reserved per 131,072-token sequence
     assert r.per_sequence_bytes == HELD * block
-    assert r.max_concurrency == (blocks - 1) // HELD
+    assert r.max_concurrency == min((blocks - 1) // HELD, (blocks - 1 - RESERVED) // HELD + 1)
     assert r.engine_max_concurrency == blocks / RESERVED
     assert r.fits and r.max_concurrency >= 1
 
@@ -222,7 +226,10 @@ def test_shared_prefix_and_start_up_check():
     r = plan_fit(request(FLASH, shared_prefix_tokens=65_536))
     blocks = r.stages[0].num_blocks
     shared = 65_536 // 256  # whole compressed blocks, held once
-    assert r.max_concurrency == (blocks - 1 - shared) // (HELD - shared)
+    # k run together while 256 + (k - 1) x 282 + (7,194 - 256) <= 149,261:
+    # (149,261 - 7,194) // 282 + 1 = 504 (the blocks alone: (149,261 - 256) // 282 = 528)
+    assert (blocks - 1 - shared) // (HELD - shared) == 528
+    assert r.max_concurrency == (blocks - 1 - RESERVED) // (HELD - shared) + 1 == 504
     # a 5 GiB pool: 5,356 blocks, fewer than one 131,072-token request's 7,194 + the null block
     small = plan_fit(request(FLASH, kv_cache_memory_bytes=5 * GiB, search=False))
     assert small.stages[0].num_blocks == 5 * GiB // 1_002_240 == 5_356
@@ -276,10 +283,10 @@ def test_cli_exit_codes(capsys):
     out = capsys.readouterr().out
     assert "149,262 blocks of 256 tokens, 1,002,240 B each" in out
     assert "538 blocks x 1,002,240 B = 539,205,120 B" in out
-    assert "277 whole sequences" in out and "20.75x" in out
+    assert "265 whole sequences" in out and "20.75x" in out
     assert run([*args, "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
-    assert (rec["kv_pool_blocks"], rec["max_concurrency"], rec["block_size_tokens"]) == (149_262, 277, 256)
+    assert (rec["kv_pool_blocks"], rec["max_concurrency"], rec["block_size_tokens"]) == (149_262, 265, 256)
     # a plan that does not fit exits 1 under --require-fit
     assert run([*args, "--kv-cache-memory", "5GiB", "--require-fit"]) == 1
     capsys.readouterr()

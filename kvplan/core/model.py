@@ -70,6 +70,12 @@ class Model:
         """DeepSeek sparse attention (a lightning indexer on some layer: V3.2, GLM-5.x)."""
         return any(s.kind == "indexer" for s in self.cache_layers)
 
+    @property
+    def lightning_indexers(self) -> bool:
+        """Some layer runs a lightning indexer: sparse MLA, or DeepSeek-V4's ratio-4 layers."""
+        return self.sparse_mla or any(getattr(s, "index_head_dim", 0) for s in self.cache_layers
+                                      if s.kind == "compressed_attention")
+
     def layer_groups(self) -> list[tuple[LayerSpec, int]]:
         """Distinct layer specs with their counts, in order of first appearance."""
         counts = Counter(self.cache_layers)

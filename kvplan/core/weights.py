@@ -52,6 +52,9 @@ class Tensor:
     #: split only when this many heads divide by tp, else whole on every rank (vLLM's ViTs
     #: fall back to data parallelism: ``is_vit_use_data_parallel``); 0: always split
     split_heads: int = 0
+    #: a tensor placed with the embedding that every token still runs through (Gemma-3n's
+    #: per-layer and AltUp projections): read by every decode step, unlike a lookup or a tower
+    per_token: bool = False
 
     @property
     def params(self) -> int:

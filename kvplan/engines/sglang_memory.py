@@ -146,6 +146,11 @@ def prefill_graph_buckets(max_tokens: int) -> list[int]:
             if n <= max_tokens]
 
 
+#: architectures SGLang 0.5.23 serves text-only unless --enable-multimodal
+#: (``configs/model_config.py`` ``mm_disabled_models``): no multimodal budget terms
+MIMO_V2_MM_ARCHS = frozenset({"MiMoV2ForCausalLM"})  # text-only without both sub-configs
+MM_DISABLED_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                               "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
 #: ``configs/model_config.py`` ``multimodal_model_archs`` (0.5.23, with
 #: ``MIMO_V2_MULTIMODAL_ARCHS``): SGLang treats these architectures as multimodal.
 MULTIMODAL_ARCHS = frozenset({
@@ -238,7 +243,11 @@ def graph_reserve(i: BudgetInputs) -> GraphReserve:
             "kvplan has not modelled; plan it with --engine sglang", field="--gpu")
     archs = [a for a in (model.config.get("architectures") or []) if isinstance(a, str)]
     multimodal = next((a for a in archs if a in MULTIMODAL_ARCHS), None)
-    if multimodal or any(k in model.config for k in ("vision_config", "audio_config")):
+    text_only = bool(archs) and (archs[0] in MM_DISABLED_ARCHS or (
+        archs[0] in MIMO_V2_MM_ARCHS and not ("vision_config" in model.config
+                                               and "audio_config" in model.config)))
+    if not text_only and (multimodal or any(k in model.config
+                                            for k in ("vision_config", "audio_config"))):
         raise InputError(
             f"kvplan has not modelled SGLang 0.5.23's budget for multimodal models such as "
             f"{model.name} ({multimodal or 'a vision/audio sub-config'}): it scales "

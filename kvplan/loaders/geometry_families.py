@@ -24,9 +24,9 @@ from .attention_families import layer_kinds
 from .fields import Fields
 
 
-def _shared(f: Fields, num_layers: int) -> int:
-    n = f.integer("num_kv_shared_layers", default=0, minimum=0,
-                  why="no KV sharing unless the config says so")
+def _shared(f: Fields, num_layers: int, default: int = 0,
+            why: str = "no KV sharing unless the config says so") -> int:
+    n = f.integer("num_kv_shared_layers", default=default, minimum=0, why=why)
     if n >= num_layers:
         raise f.error("num_kv_shared_layers", f"{n} shared layers leave none of the "
                       f"{num_layers} layers to hold the cache")
@@ -111,7 +111,8 @@ def parse_gemma3n(f: Fields, model_type: str) -> list[tuple]:
     full = FullAttention(**common)
     f.get("hidden_size_per_layer_input")  # per-layer embeddings: weights, not cache
     blocks = [(sliding,) if k == "sliding" else (full,) for k in kinds]
-    return _with_sharing(f, blocks, kinds, _shared(f, num_layers))
+    return _with_sharing(f, blocks, kinds, _shared(f, num_layers, 15,
+                                                   "Gemma3nTextConfig default"))
 
 
 def parse_mimo_v2(f: Fields, model_type: str) -> list[tuple]:

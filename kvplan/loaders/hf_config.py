@@ -329,7 +329,8 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         warnings=(),
         config=config,
         standard_attention_assumed=assumed,
-        kv_shared_layers=f.opt_int("num_kv_shared_layers", minimum=0) or 0,
+        kv_shared_layers=(f.opt_int("num_kv_shared_layers", minimum=0) or 0) if f.has(
+            "num_kv_shared_layers") else (15 if model_type == "gemma3n_text" else 0),  # the class default
         context_limit=context_limit(f, model_type),
         checkpoint_kv_format=checkpoint_kv_format(config, f.config, source),
         keys_read=frozenset(fl.prefix + k for fl in f.all_fields() for k in fl.read),

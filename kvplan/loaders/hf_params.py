@@ -812,6 +812,7 @@ def _weights(inv: _Inventory, model: Model, read: list[Fields], tied: bool, extr
         raise ConfigError(f"key(s) {', '.join(left)} shape the parameters of a {inv.mt!r} model "
                           "but no kvplan rule interprets them; pass --weight-memory",
                           source=model.source, field=left[0])
+    assumed = [a for fl in read for a in fl.assumptions]  # library defaults the count took
     return Weights(tensors=tuple(inv.tensors), num_experts=inv.num_experts,
                    experts_per_token=inv.top_k, tied_embeddings=tied, extra_name=extra_name,
-                   notes=tuple(notes))
+                   notes=tuple(dict.fromkeys([*notes, *assumed])))

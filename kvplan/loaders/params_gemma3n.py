@@ -200,14 +200,15 @@ def _text(inv, f: Fields, model: Model) -> None:
     inv.place = "embed"
     inv.add("embed_tokens", vocab, h, shard="vocab")
     inv.add("embed_tokens_per_layer", ple_vocab, layers * ple, shard="vocab")
-    inv.linear("per_layer_model_projection", layers * ple, h, "column")
+    inv.linear("per_layer_model_projection", layers * ple, h, "column", per_token=True)
     inv.norm("per_layer_projection_norm", ple)
     if n > 1:
-        inv.linear("altup_projections", h, h, "column", count=n - 1)
+        inv.linear("altup_projections", h, h, "column", count=n - 1, per_token=True)
         # vLLM keeps these on the text model (not the LM head); Gemma-3n declares no pipeline
         # support, so the first stage is where they sit (and their quantisation-skip names
         # stay their own, not lm_head's)
-        inv.linear("altup_unembed_projections", h, h, "column", count=n - 1)
+        inv.linear("altup_unembed_projections", h, h, "column", count=n - 1,
+                   per_token=True)
     for i in range(layers):
         inv.place, inv.layer = "layer", i
         inv.linear("altup.correction_coefs", n, n, "replicated")

@@ -56,19 +56,19 @@ Each MTP layer (``KimiK3MultiTokenPredictorLayer``, reported apart; the layer at
 num_hidden_layers + j) is a decoder layer built without AttnRes (an MLA layer: no KDA layer
 number lies past num_hidden_layers) with the MoE when its index is a MoE index, plus enorm,
 hnorm, the unquantised eh_proj [h, 2h] (replicated) and shared_head.norm; its embedding and
-head are the target's (vLLM 0.34's spec-decode loader shares both: ``KimiK3MTP`` declares no
-copy of its own).
+head are the target's: ``KimiK3MTP`` declares both (mtp.py), but vLLM 0.34's spec-decode
+loader (eagle/utils.py) drops them and points them at the target's at pp = 1 (with pp > 1
+``maybe_share_target_embed`` returns early and the draft keeps its own embedding, not counted).
 
-Quantisation: the checkpoint's mxfp4 compressed-tensors config quantises the Linear layers its
-``ignore`` list does not name; here the routed experts only (self_attn, shared_experts, the
-dense mlp and lm_head are named, the tower and projector are given no config). The latent
-projections are kept in the model dtype (``quantized=False``) although vLLM's nvidia/model.py
-passes them the quantization config and this copy of the ignore list names neither: the
-published checkpoint stores them in bf16 (a public census of its safetensors headers,
-search-index file ids 57694383931 and 70111876762: 57,179,884,544 BF16 elements, which this
-inventory reproduces exactly with bf16 latent projections and 4,726,980,608 fewer with mxfp4
-ones), SGLang 0.5.23's kimi_k3.py builds them unquantised under compressed-tensors, and vLLM's
-low_latency_gemm.py tunes their 3584 x 7168 and 7168 x 3584 shapes as bf16 GEMMs.
+Quantisation: vLLM 0.34 rewrites the checkpoint's compressed-tensors ``mxfp4-pack-quantized``
+config to ``quant_method: mxfp4`` (model_executor/models/config.py,
+KimiK3ForConditionalGenerationConfig), and ``Mxfp4Config.get_quant_method`` gives every Linear
+layer ``UnquantizedLinearMethod`` (quantization/mxfp4.py): only the routed experts are mxfp4.
+So the latent projections, attention, shared experts, the dense MLP and lm_head stay in the
+model dtype (``quantized=False`` for the latent pair, the ``ignore`` list for the rest). The
+published checkpoint agrees: a public census of its safetensors headers (search-index file ids
+57694383931 and 70111876762) holds 57,179,884,544 BF16 elements, which this inventory
+reproduces exactly (with mxfp4 latent projections it would hold 4,726,980,608 fewer).
 
 Not modelled (bytes only, no checkpoint parameter): the padding rows vLLM adds to each rank's
 packed KDA projection to a multiple of 16 (at TP 8: 6,284 -> 6,288 rows, 4 x 7168 x 2 B =
@@ -334,14 +334,17 @@ def kimi_k3_tensors(inv, model: Model) -> tuple[list[Fields], str, list[str]]:
         inv.place = "embed"  # vLLM runs the encoder on the first pipeline stage
         _vision(inv, v, h, notes)
         read.append(v)
-        notes += v.assumptions
         notes.append("vision tower (MoonViT) and projector counted; kept in the model dtype")
     elif vision is not None:
         raise ConfigError("vision_config: expected an object", source=model.source,
                           field="vision_config")
+    else:  # vLLM's KimiK3Config builds KimiK3VisionConfig() and the model its tower
+        raise ConfigError("missing: vLLM builds the vision tower from KimiK3VisionConfig's "
+                          "defaults, which are not counted from an absent vision_config; pass "
+                          "the checkpoint's vision_config or --weight-memory",
+                          source=model.source, field="vision_config")
     if experts and width != h:
         notes.append(f"latent MoE: routed experts over {width} (routed_expert_hidden_size), "
                      "the latent down / up projections kept in bf16 as the checkpoint stores "
                      "them")
-    notes += f.assumptions
     return read, extra, notes

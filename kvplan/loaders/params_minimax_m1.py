@@ -95,7 +95,7 @@ def minimax_m1_tensors(inv, model: Model) -> list[str]:
     _refuse(f)
     vocab = f.integer("vocab_size")
     inter = f.integer("intermediate_size")
-    experts = f.integer("num_local_experts", default=1, why="vLLM: one expert, a dense MLP")
+    experts = f.integer("num_local_experts")  # no default: MiniMaxM1Config's (8) is remote code
     if experts > 1:
         top_k = f.integer("num_experts_per_tok")
         if top_k > experts:

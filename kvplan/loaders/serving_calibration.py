@@ -174,9 +174,19 @@ def read_indexer_overhead(path: Path) -> tuple[float, str]:
     v, doc = _read_term(path, INDEXER_SCHEMA, "indexer", "indexer_overhead_s", 0.01)
     prov, held = _provenance(doc)
     label = (f"indexer cost {v * 1e6:.0f} us per layer with its own top-k per forward pass "
-             f"({INDEXER_FILE}: {prov.get('rows_fit', '?')} measured rows, held out by GPU: "
-             f"TPOT median error {held.get('tpot_median_abs_error', '?')})")
+             f"({INDEXER_FILE}: {prov.get('rows_fit', '?')} measured rows of "
+             f"{_words(prov.get('model_types'))} on {_words(prov.get('engines'))}; applied to "
+             f"every engine and indexer model; "
+             f"held out by GPU: TPOT median error {held.get('tpot_median_abs_error', '?')})")
     return v, label
+
+
+def _words(v: object) -> str:
+    """A provenance list for a label: short plain words only, else '?'."""
+    if not isinstance(v, list) or not v or not all(
+            isinstance(x, str) and x.replace("_", "").replace("-", "").isalnum() for x in v):
+        return "?"
+    return ", ".join(v[:6])[:120]
 
 
 def _global_term(name: Path, read) -> tuple[float, str] | None:

@@ -97,7 +97,7 @@ class Report:
 def efficiency_for_row(t: RowTerms, cache: dict, uncalibrated: bool) -> Efficiency:
     from .deployment import efficiency_for, spec_efficiency
 
-    sparse = t.plan.request.model.sparse_mla
+    sparse = t.plan.request.model.lightning_indexers
     key = (*t.key, sparse)
     if key not in cache:
         gpu = t.plan.request.gpu

@@ -135,7 +135,7 @@ def build_series(model_name: str, *, gpus: list[str], kv_dtypes: list[str],
     out, plans, effs = [], [], []
     for g in gpus:
         spec = load_gpu(g)
-        eff = efficiency_for(spec, hbm_efficiency, flops_efficiency, engine, m.sparse_mla)
+        eff = efficiency_for(spec, hbm_efficiency, flops_efficiency, engine, m.lightning_indexers)
         for kv in kv_dtypes:
             r, sm = plan(m, spec, kv_dtype=kv, weight_dtype=weight_dtype, engine=engine, tp=tp,
                          pp=pp, context_tokens=max_len, efficiency=eff,

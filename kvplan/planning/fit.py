@@ -201,6 +201,28 @@ def _split_note(split: MoeSplit, weights: Weights | None) -> str:
     return "; ".join([ranks, *roles, experts])
 
 
+#: text model types whose vLLM model class does not implement SupportsPP (vLLM refuses pp > 1):
+#: gemma3n_mm.py (0.34), minimax_text_01.py (0.13, the last releases that serve MiniMax-M1)
+VLLM_NO_PP = {"gemma3n_text": "Gemma3nForConditionalGeneration",
+              "minimax_m1": "MiniMaxText01ForCausalLM", "minimax_text_01": "MiniMaxText01ForCausalLM"}
+
+
+def _check_kimi_k3_padding(req: FitRequest, layout: EngineLayout) -> None:
+    """vLLM 0.34's KimiMoE (kimi_k3/nvidia/model.py) zero-pads each rank's expert slice to
+    min_moe_intermediate_per_partition (256) when moe_intermediate_size / tp is narrower and
+    expert parallelism is off: Kimi-K3 (3,072) above TP 12, a third more expert bytes at TP 16.
+    Not counted, so refused."""
+    from ..loaders.params_kimi_k3 import is_kimi_k3
+
+    width = expert_width(req.weights)
+    if layout.name == "vllm" and req.ep == 1 and req.tp > 1 and width and \
+            width // req.tp < 256 and is_kimi_k3(req.model):
+        raise ParallelismError(f"vLLM pads each rank's Kimi-K3 expert slice ({width:,} / "
+                               f"{req.tp} = {width // req.tp} rows) to 256 without expert "
+                               "parallelism, which kvplan does not count: use --ep, or tp <= "
+                               f"{width // 256}", field="tp")
+
+
 def plan_layout(req: FitRequest) -> FitResult:
     """Plan one (model, GPU, engine, parallelism, context), without the TP/PP search."""
     layout = get_engine(req.engine)
@@ -213,6 +235,10 @@ def plan_layout(req: FitRequest) -> FitResult:
     if req.shared_prefix_tokens >= req.context_tokens:
         raise InputError(f"the shared prefix ({req.shared_prefix_tokens:,} tokens) must be "
                          f"shorter than the context ({req.context_tokens:,})", field="--shared-prefix")
+    if req.pp > 1 and layout.name == "vllm" and model.model_type in VLLM_NO_PP:
+        raise ParallelismError(f"vLLM's {VLLM_NO_PP[model.model_type]} does not implement "
+                               "SupportsPP ('Pipeline parallelism is not supported'): use --pp 1",
+                               field="pp")
     if req.draft and req.pp > 1 and layout.name == "vllm":
         raise ParallelismError("vLLM runs speculative decoding without pipeline parallelism; "
                                "use --pp 1", field="pp")
@@ -258,6 +284,7 @@ def plan_layout(req: FitRequest) -> FitResult:
                       expert_width(req.weights),
                       redundant=(req.redundant_experts or 0) if req.eplb else 0)
     split, epm = _expert_memory(req, layout, split, mnbt)
+    _check_kimi_k3_padding(req, layout)
     if req.dp > 1 or req.ep > 1:
         notes.append(_split_note(split, req.weights))
     lookahead = req.draft.num_speculative_tokens if req.draft else 0

@@ -97,6 +97,13 @@ def check_request(req: FitRequest, layout: EngineLayout) -> list[str]:
                          "DeepseekV4SparseMLABackend.supports_compute_capability); SM 12.x "
                          "takes FlashInfer and AMD the ROCm path, whose pools kvplan has not "
                          "read", field="--gpu")
+    cfg = req.model.config
+    for key, where in (("num_attention_heads", "deepseek_v4/attention.py asserts n_heads % tp"),
+                       ("o_groups", "common/grouped_wo_a.py divide(n_groups, tp)")):
+        n = cfg.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0 and n % req.tp:
+            raise ParallelismError(f"tp={req.tp} cannot split DeepSeek-V4: {key} ({n}) must "
+                                   f"divide by tp (vLLM 0.34 {where})", field="tp")
     if req.pp > 1:
         raise ParallelismError("DeepSeek-V4 under pipeline parallelism is not modelled", field="pp")
     if req.dcp > 1:
@@ -188,6 +195,16 @@ class Dsv4Pool:
         private = self.sequence_blocks(n) - shared
         return max((self.usable_blocks - shared) // private, 0) if private > 0 else 0
 
+    def admitted(self, n: int, prefix_tokens: int = 0) -> int:
+        """n-token requests running together when each is admitted only while its full-prompt
+        reservation is free (``scheduler_reserve_full_isl``): k fit while shared + (k - 1) x
+        private + (reserved - shared) <= usable, the shared prefix's blocks held once."""
+        private = self.sequence_blocks(n) - self.shared_blocks(prefix_tokens)
+        reserve = self.reserved_blocks(n)
+        if self.usable_blocks < reserve or private <= 0:
+            return 0
+        return (self.usable_blocks - reserve) // private + 1
+
     def starts(self, max_model_len: int) -> bool:
         """vLLM's start-up check: the pool less one block covers one full-length request's
         reservation."""
@@ -223,12 +240,13 @@ def notes(p: Dsv4Pool, ctx: int, max_model_len: int, whole: int) -> list[str]:
     out = [f"vLLM's DeepSeek-V4 pool: {len(p.groups)} KV-cache groups share one pool of block "
            f"ids, each costing the widest group's pages ({p.block_bytes:,} B): "
            f"{group_words(p)}; one block is the pool's null block"]
-    admit = (p.usable_blocks - reserve) // held + 1 if p.usable_blocks >= reserve else 0
+    steady = p.whole_sequences(ctx)
     out.append(f"a {ctx:,}-token sequence holds {held:,} block ids ({sequence_words(p, ctx)}) "
                f"but vLLM admits a request only while its full-prompt reservation is free "
                f"({reserve:,} at {ctx:,} prompt tokens: each sliding group's window + "
                f"{p.in_flight_tokens:,} in-flight tokens, scheduler_reserve_full_isl), so with "
-               f"every prompt this long {min(admit, whole):,} run together, not {whole:,}; "
+               f"every prompt this long {whole:,} run together (the blocks alone would hold "
+               f"{steady:,}); "
                f"the engine's figure divides the pool by the reservation at max_model_len "
                f"({p.reserved_blocks(max_model_len):,})")
     return out

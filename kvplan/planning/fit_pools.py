@@ -166,7 +166,9 @@ def pool_usage_fn(r: FitResult, prefix_tokens: int = 0):
     v4 = r.stages[0].dsv4 if r.stages else None
     if v4 is not None:  # DeepSeek-V4's packed pool (kvplan.planning.fit_dsv4): block ids
         shared = v4.shared_blocks(prefix_tokens)
-        return lambda n: [PoolUse(v4.usable_blocks, shared, v4.sequence_blocks(n) - shared)]
+        # the last request admitted needs its full-prompt reservation, not just its blocks
+        return lambda n: [PoolUse(v4.usable_blocks - max(v4.reserved_blocks(n) - v4.sequence_blocks(n), 0),
+                                  shared, v4.sequence_blocks(n) - shared)]
     if r.layout.name == "vllm":
         cached = [p for p in r.stages if p.pool_layers]
         nb = min(p.num_blocks or 0 for p in cached)

@@ -23,7 +23,8 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
                [seq_bytes_on_stage(fp, draft_fp, p.stage, req.pp) for p in plans])
     if v4 is not None:  # DeepSeek-V4's packed pool (kvplan.planning.fit_dsv4), one stage
         busiest = plans[0]
-        conc = v4.whole_sequences(ctx, req.shared_prefix_tokens)
+        conc = min(v4.whole_sequences(ctx, req.shared_prefix_tokens),
+                   v4.admitted(ctx, req.shared_prefix_tokens))
         engine_conc = v4.engine_concurrency(max_model_len)
         tokens = v4.engine_tokens(max_model_len)
         if v4.num_blocks > 0:

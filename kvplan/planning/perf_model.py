@@ -105,9 +105,12 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         b = rank_tensor_bytes(t, fmt, split)
         if t.place == "embed":
             stage_bytes[0] += b
-            if not (w.tied_embeddings and t.name == "embed_tokens"):
+            if t.per_token:  # runs on every token, on the first stage
+                s = 0
+            elif not (w.tied_embeddings and t.name == "embed_tokens"):
                 continue  # a lookup: not read by a decode step
-            s = pp - 1  # the tied LM head reads the embedding matrix on the last stage
+            else:
+                s = pp - 1  # the tied LM head reads the embedding matrix on the last stage
         elif t.place == "head":
             s = pp - 1
         else:

@@ -223,7 +223,7 @@ def run_scenario(sc: Scenario, *, seed: int | None = None, samples: int | None =
         except KvplanError as e:
             skipped.append(Skipped(cand, _scenario_words(e.detail)))
             continue
-        eff = efficiency_for(gpu, None, None, engine, r.request.model.sparse_mla)
+        eff = efficiency_for(gpu, None, None, engine, r.request.model.lightning_indexers)
         sm = step_model(r, eff)
         if draft and sc.acceptance_length:
             sm = with_speculation(r, sm, sc.acceptance_length)

@@ -208,7 +208,7 @@ def sweep_columns(grid: Grid, progress: Callable[[int], None] | None = None
             weights = None  # each configuration then reports the reason in its rows
         for spec in specs:
             eff = efficiency_for(spec, grid.hbm_efficiency, grid.flops_efficiency,
-                                 grid.engine, m.sparse_mla)
+                                 grid.engine, m.lightning_indexers)
             for tp, pp, dp, ep in product(grid.tps, grid.pps, grid.dps, grid.eps):
                 price = (grid.price if grid.price is not None else
                          spec.price_usd_per_gpu_hour) * tp * pp * dp  # every GPU's
