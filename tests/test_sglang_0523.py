@@ -265,3 +265,23 @@ def test_given_fraction_is_used_as_is():
     total = load_gpu("h100-sxm").memory_driver_total_bytes
     assert r.budget.usable_bytes == int((total - TP_OVERHEAD) * Fraction(8, 10))
     assert "--mem-fraction-static 0.800" in launch_commands(r)["sglang"]
+
+
+def test_deepep_prefill_buckets_for_a_non_mla_model(capsys):
+    """With DeepEP, cuda_graph_hook.apply_deepep_adjustments runs before the memory defaults:
+    the prefill max_bs is still unset, so it takes 2,048 and rounds the sizes up to multiples
+    of 8: of the 42 sizes to 2,048, 4 / 12 / 20 / 28 merge into 8 / 16 / 24 / 32: 38 buckets,
+    304 MiB (not the 58 to the 8,192-token chunk). Qwen3-30B-A3B on 4 x H100, EP 4, DeepEP
+    low latency: reserve 17,712 MiB of 81,559 -> (81,559 - 17,712) / 81,559 = 0.783."""
+    from kvplan.engines.sglang_memory import prefill_graph_buckets
+
+    sizes = prefill_graph_buckets(2048)
+    assert len(sizes) == 8 + 14 + 8 + 8 + 4 == 42
+    assert len({(b + 7) // 8 * 8 for b in sizes}) == 38
+    assert f3(81_559, 17_712) == Fraction(783, 1000)
+    from kvplan.cli.main import run
+
+    assert run(["fit", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "4", "--ep", "4", "--all2all",
+                "deepep_low_latency", "--engine", "sglang@0.5.23"]) == 0
+    out = capsys.readouterr().out
+    assert "mem_fraction_static 0.783" in out and "DeepEP-aligned" in out

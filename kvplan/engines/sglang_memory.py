@@ -288,6 +288,12 @@ def default_mem_fraction_0523(gpu_mib: int, tp: int, pp: int, dp: int,
         if g.mla:
             graph += 1536
             parts.append("breakable prefill graph, MLA 1,536 MiB")
+        elif g.deepep:  # cuda_graph_hook.apply_deepep_adjustments runs first: max_bs 2,048
+            # (prefill max_bs unresolved there), sizes rounded up to multiples of 8: 38 buckets
+            n = len({(b + 7) // 8 * 8 for b in prefill_graph_buckets(2048)})
+            graph += 8 * n
+            parts.append(f"breakable prefill graph, {n} DeepEP-aligned buckets to 2,048 tokens "
+                         "x 8 MiB")
         else:
             top = min(chunk, 4096) if g.llama2 else chunk
             n = len(prefill_graph_buckets(top))

@@ -59,10 +59,10 @@ Google's E4B-it checkpoint holds 7,849,978,192 (the Hub's safetensors total): th
 more are the 15 sharing layers' k / v / k_norm tensors (15 x (2 x 512 x 2048 + 256)), which
 vLLM drops.
 
-Not modelled: the buffers vLLM allocates beside the weights, none a checkpoint tensor (the
-wrapper's ``per_layer_embeddings`` [max_num_batched_tokens, L, p] in the model dtype, 17,920 B
-per batched token for E4B, a note says so; ``--kv-sharing-fast-prefill``'s static copies; the
-scalar embed scales). Other timm architectures, timm ``model_args``, and vision / audio
+The wrapper's ``per_layer_embeddings`` buffer [max_num_batched_tokens, L, p] in the model
+dtype (17,920 B per batched token for E4B) is no checkpoint tensor: ``kvplan fit`` adds it to
+the weights (planning/fit.py ``_model_buffers``). Not modelled: ``--kv-sharing-fast-prefill``'s
+static copies; the scalar embed scales. Other timm architectures, timm ``model_args``, and vision / audio
 configs left to their defaults are refused.
 """
 
@@ -333,9 +333,6 @@ def gemma3n_tensors(inv, model: Model) -> tuple[list[Fields], list[str]]:
         _audio_tower(inv, a)
         _embedder(inv, "embed_audio", a, inv.hidden)
         read += [v, a]
-        per_token = f.num_layers() * f.integer("hidden_size_per_layer_input") * 2
         notes += ["vision tower (timm MobileNetV5-300M), audio tower (Conformer) and their "
-                  "embedders counted; kept in the model dtype",
-                  "not counted: vLLM's per-layer-embedding buffer (max_num_batched_tokens x "
-                  f"{per_token:,} B at 2-byte dtypes), allocated with the weights"]
+                  "embedders counted; kept in the model dtype"]
     return read, notes

@@ -396,6 +396,18 @@ def _model_buffers(req: FitRequest, layout: EngineLayout, model: Model,
     tokens: 3 x 8,192 x 4,096 x 2 B = 201,326,592 B."""
     if layout.name == "vllm" and fit_dsv4.applies(model):
         return fit_dsv4.model_buffers(model, mnbt)
+    text = model.config.get("text_config")
+    if layout.name == "vllm" and isinstance(text, dict) and text.get("model_type") == "gemma3n_text":
+        # gemma3n_mm.py: per_layer_embeddings [max_num_batched_tokens, L, p] in the model dtype
+        # (the embedding's), pre-allocated for CUDA graphs. E4B at 2,048 tokens: 2,048 x 35 x
+        # 256 x 2 B = 36,700,160 B
+        layers, ple = model.num_layers, text.get("hidden_size_per_layer_input")
+        if isinstance(ple, int) and not isinstance(ple, bool) and ple > 0:
+            size = dtype_bytes(model.dtype)
+            extra = mnbt * layers * ple * size
+            return extra, (f"weights include vLLM's per-layer-embedding buffer: {mnbt:,} tokens "
+                           f"(max_num_batched_tokens) x {layers} layers x {ple} x {size} B = "
+                           f"{extra:,} B per GPU")
     vision = model.config.get("vision_config")
     if layout.name != "vllm" or not isinstance(vision, dict) or not str(
             model.config.get("model_type", "")).startswith("qwen3_vl"):
