@@ -285,3 +285,21 @@ def test_deepep_prefill_buckets_for_a_non_mla_model(capsys):
                 "deepep_low_latency", "--engine", "sglang@0.5.23"]) == 0
     out = capsys.readouterr().out
     assert "mem_fraction_static 0.783" in out and "DeepEP-aligned" in out
+
+
+def test_sglang_plans_its_own_chunked_prefill_default(capsys):
+    """SGLang's prefill step takes its --chunked-prefill-size default, by the release's GPU tier
+    (not vLLM's max_num_batched_tokens): an L4 (nvidia-smi 23,034 MiB < 35 GiB) under 0.5.23
+    chunks 4,096 tokens (late-2025 main: 2,048); a B200 (183,359 MiB >= 160 GiB) 16,384."""
+    from kvplan.engines.sglang_memory import default_chunk_tokens
+
+    l4, b200 = load_gpu("l4"), load_gpu("b200")
+    assert default_chunk_tokens("0.5.23", l4.memory_driver_total_bytes, l4.memory_smi_total_mib,
+                                2, False) == 4096
+    assert default_chunk_tokens("main", l4.memory_driver_total_bytes, l4.memory_smi_total_mib,
+                                2, False) == 2048
+    assert default_chunk_tokens("main", b200.memory_driver_total_bytes,
+                                b200.memory_smi_total_mib, 8, False) == 16384
+    assert run(["fit", "llama-3.1-8b", "--gpu", "l4", "--tp", "2", "--engine",
+                "sglang@0.5.23"]) == 0
+    assert "forward 4,096 tokens" in capsys.readouterr().out

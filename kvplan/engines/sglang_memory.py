@@ -61,6 +61,18 @@ def rules_release(version: str) -> str:
     return LATE_2025
 
 
+def default_chunk_tokens(version: str, total_bytes: int, smi_total_mib: int | None, tp: int,
+                         sparse_mla: bool) -> int:
+    """SGLang's default ``--chunked-prefill-size`` (the tokens a prefill step takes) on this
+    GPU, by the release's tiers (main plans a DSA model by 0.5.23's, as its budget)."""
+    release = rules_release(version)
+    if version == "main" and sparse_mla:
+        release = RELEASE_0523
+    if release == RELEASE_0523:
+        return gpu_defaults_0523(_gpu_mib(total_bytes, smi_total_mib), tp)[0]
+    return gpu_defaults(total_bytes, tp)[0]
+
+
 # ---- late-2025 main --------------------------------------------------------------------------
 
 def gpu_defaults(total_bytes: int, tp: int) -> tuple[int, int]:

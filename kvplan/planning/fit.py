@@ -246,6 +246,12 @@ def plan_layout(req: FitRequest) -> FitResult:
 
     total = req.total_memory_bytes or req.gpu.memory_driver_total_bytes
     dflt_tokens, dflt_seqs = serve_defaults(total, req.gpu.name)
+    if layout.name == "sglang":  # its chunked prefill, by release and GPU tier
+        from ..engines.sglang_memory import default_chunk_tokens
+
+        dflt_tokens = default_chunk_tokens(
+            layout.version, total, None if req.total_memory_bytes else req.gpu.memory_smi_total_mib,
+            req.tp, model.sparse_mla)
     mnbt = (req.max_num_batched_tokens or batched_dp_tokens(layout.name, layout.version,
                                                             req.all2all, req.dp, req.ep)
             or dflt_tokens)
