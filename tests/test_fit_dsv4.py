@@ -266,13 +266,13 @@ def test_decode_step_reads_by_hand():
     assert sm.indexer_layers == 21  # the ratio-4 layers run their own indexer
 
 
-@pytest.mark.parametrize("kv", ["bf16", "nvfp4", "fp8_e5m2", "int8_per_token"])
+@pytest.mark.parametrize("kv", ["bf16", "nvfp4", "int8_per_token"])
 def test_other_kv_formats_refused(kv):
     with pytest.raises(InputError, match="vLLM forces DeepSeek-V4's KV cache to fp8_ds_mla"):
         plan_fit(request(FLASH, kv_dtype=kv))
 
 
-@pytest.mark.parametrize("kv", ["auto", "fp8", "fp8_ds_mla"])
+@pytest.mark.parametrize("kv", ["auto", "fp8", "fp8_ds_mla", "fp8_e5m2"])
 def test_forced_format_accepted(kv):
     assert plan_fit(request(FLASH, kv_dtype=kv)).kv_format == "fp8_ds_mla"
 

@@ -78,10 +78,10 @@ def check_request(req: FitRequest, layout: EngineLayout) -> list[str]:
                          "are not read: plan --engine vllm@0.34, or use `kvplan size` for the "
                          "per-sequence bytes", field="--engine")
     kv = req.kv_dtype.strip().lower()
-    if kv not in FORCED_KV:
+    if kv not in FORCED_KV and not kv.startswith("fp8"):  # every fp8* becomes fp8_ds_mla
         raise InputError(f"vLLM forces DeepSeek-V4's KV cache to fp8_ds_mla on its default "
-                         "FlashMLA backend (auto and fp8 become fp8_ds_mla; any other format "
-                         "is refused there: vllm/models/deepseek_v4/attention.py "
+                         "FlashMLA backend (auto and every fp8 spelling become fp8_ds_mla; any other "
+                         "format is refused there: vllm/models/deepseek_v4/attention.py "
                          f"_resolve_dsv4_kv_cache_dtype), so --kv-dtype {req.kv_dtype} is not "
                          "planned; pass auto or fp8", field="--kv-dtype")
     if req.block_size_tokens not in (None, v4.FULL_BLOCK):

@@ -212,10 +212,11 @@ def _compressed_footprint(model: Model, contexts: tuple[int, ...], layout: Engin
     if pp > 1:
         raise InputError("DeepSeek-V4 under pipeline parallelism is not modelled", field="--pp")
     asked = {s.strip().lower() for s in (kv_dtype, k_dtype or kv_dtype, v_dtype or kv_dtype)}
-    if asked - {"auto", "fp8", "fp8_e4m3", "fp8_ds_mla"}:
+    if any(a != "auto" and not a.startswith("fp8") for a in asked):
         raise InputError("vLLM stores DeepSeek-V4's caches as fp8_ds_mla on its default FlashMLA "
-                         "path (auto and fp8 both mean that); other formats need another "
-                         "attention backend, not modelled", field="--kv-dtype")
+                         "path (auto and every fp8 spelling mean that: _resolve_dsv4_kv_cache_"
+                         "dtype); other formats need another attention backend, not modelled",
+                         field="--kv-dtype")
     specs = [s for s in model.cache_layers if isinstance(s, CompressedAttention)]
     v4.check(specs)
     rows = []
