@@ -71,6 +71,11 @@ class Model:
         return any(s.kind == "indexer" for s in self.cache_layers)
 
     @property
+    def compressed_attention(self) -> bool:
+        """DeepSeek-V4's compressed caches (vLLM's packed block pool plans them)."""
+        return any(s.kind == "compressed_attention" for s in self.cache_layers)
+
+    @property
     def lightning_indexers(self) -> bool:
         """Some layer runs a lightning indexer: sparse MLA, or DeepSeek-V4's ratio-4 layers."""
         return self.sparse_mla or any(getattr(s, "index_head_dim", 0) for s in self.cache_layers

@@ -52,23 +52,22 @@ LATE_2025 = "late-2025 main"
 RELEASE_0523 = "0.5.23"
 
 
-def rules_release(version: str) -> str:
+def rules_release(version: str, sparse_mla: bool = False) -> str:
     """The read copy whose rules plan SGLang ``version``: ``main`` -> ``LATE_2025`` (the
-    default; kvplan has not moved it to 0.5.23), 0.5.23 -> ``RELEASE_0523``, a release before
-    0.5.23 -> ``LATE_2025`` (explicitly: those releases were not read)."""
-    if version != "main" and version_tuple(version) >= (0, 5, 23):
-        return RELEASE_0523
-    return LATE_2025
+    default; kvplan has not moved it to 0.5.23) except for a DSA model (``sparse_mla``), whose
+    cache kvplan plans as 0.5.23 lays it out (engines/sglang_dsa) and so its budget too;
+    0.5.23 -> ``RELEASE_0523``; a release before 0.5.23 -> ``LATE_2025`` (explicitly: those
+    releases were not read)."""
+    if version == "main":
+        return RELEASE_0523 if sparse_mla else LATE_2025
+    return RELEASE_0523 if version_tuple(version) >= (0, 5, 23) else LATE_2025
 
 
 def default_chunk_tokens(version: str, total_bytes: int, smi_total_mib: int | None, tp: int,
                          sparse_mla: bool) -> int:
     """SGLang's default ``--chunked-prefill-size`` (the tokens a prefill step takes) on this
     GPU, by the release's tiers (main plans a DSA model by 0.5.23's, as its budget)."""
-    release = rules_release(version)
-    if version == "main" and sparse_mla:
-        release = RELEASE_0523
-    if release == RELEASE_0523:
+    if rules_release(version, sparse_mla) == RELEASE_0523:
         return gpu_defaults_0523(_gpu_mib(total_bytes, smi_total_mib), tp)[0]
     return gpu_defaults(total_bytes, tp)[0]
 
@@ -336,10 +335,8 @@ def context_overhead(tp: int) -> int:
 
 
 def sglang_budget(i: BudgetInputs, version: str, activation: tuple[int, str]) -> Budget:
-    release = rules_release(version)
-    dsa_main = version == "main" and i.model is not None and i.model.sparse_mla
-    if dsa_main:  # kvplan plans SGLang's DSA pool as 0.5.23 lays it out (engines/sglang_dsa):
-        release = RELEASE_0523  # its budget is 0.5.23's too, prefill-graph reserve included
+    release = rules_release(version, i.model is not None and i.model.sparse_mla)
+    dsa_main = version == "main" and release == RELEASE_0523
     g = graph_reserve(i) if release == RELEASE_0523 else None  # 0.5.23 refusals apply to all
     if i.utilization is not None:
         f, how = Fraction(i.utilization).limit_denominator(1000), "given"

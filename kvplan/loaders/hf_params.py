@@ -648,44 +648,43 @@ def _qwen_vision_tower(inv: _Inventory, v: Fields) -> None:
             inv.vit_linear(f"{name}.linear_fc2", out, merged, "row", count)
 
 
+def _own_module(model: Model, f: Fields, mt: str):
+    """The families whose inventory lives in a module of its own: (inventory, (fields read,
+    tied head, extra part's name, notes)), or None for the others."""
+    inv = _Inventory(f, mt, model.hidden_size)
+    if mt == "lfm2":  # short convs, the FFN width rule, an always-tied head
+        from .params_lfm2 import lfm2_tensors
+        return inv, ([f], True, "", lfm2_tensors(inv, model))
+    if mt in ("minimax_m1", "minimax_text_01"):  # lightning layers, an fp32 LM head
+        from .params_minimax_m1 import minimax_m1_tensors
+        return inv, ([f], False, "", minimax_m1_tensors(inv, model))
+    if mt == "gemma3n_text":  # AltUp, LAuReL, per-layer embeddings, towers
+        from .params_gemma3n import gemma3n_tensors
+        read, notes = gemma3n_tensors(inv, model)
+        return inv, (read, True, "", notes)
+    if mt == "deepseek_v4":  # compressors, hyper-connections, hash routing
+        from .params_dsv4 import deepseek_v4_tensors
+        mtp_name, notes = deepseek_v4_tensors(inv, model)
+        return inv, ([f], False, mtp_name, notes)
+    from .params_kimi_k3 import is_kimi_k3, kimi_k3_tensors
+
+    if mt == "kimi_linear" and is_kimi_k3(model):  # latent MoE, full-rank KDA gate, AttnRes
+        read, mtp_name, notes = kimi_k3_tensors(inv, model)
+        return inv, (read, False, mtp_name, notes)
+    return None
+
+
 def weight_inventory(model: Model) -> Weights:
     """Every parameter tensor of ``model`` (raises ConfigError for families not modelled)."""
     f, mt = text_fields(model.config, model.source)
     prefix = f.prefix
-    if mt == "lfm2":  # short convs, the FFN width rule, an always-tied head (params_lfm2)
-        from .params_lfm2 import lfm2_tensors
-
-        inv = _Inventory(f, mt, model.hidden_size)
-        return _weights(inv, model, [f], True, "", lfm2_tensors(inv, model))
-    if mt in ("minimax_m1", "minimax_text_01"):  # lightning layers (params_minimax_m1)
-        from .params_minimax_m1 import minimax_m1_tensors
-
-        inv = _Inventory(f, mt, model.hidden_size)
-        return _weights(inv, model, [f], False, "", minimax_m1_tensors(inv, model))
-    if mt == "gemma3n_text":  # AltUp, LAuReL, per-layer embeddings, towers (params_gemma3n)
-        from .params_gemma3n import gemma3n_tensors
-
-        inv = _Inventory(f, mt, model.hidden_size)
-        g3n_read, g3n_notes = gemma3n_tensors(inv, model)
-        return _weights(inv, model, g3n_read, True, "", g3n_notes)
+    own = _own_module(model, f, mt)
+    if own is not None:
+        return _weights(own[0], model, *own[1])
     if mt not in SUPPORTED:
         raise ConfigError(f"parameter count for model_type {mt!r} is not modelled; pass "
                           "--weight-memory", source=model.source, field=prefix + "model_type")
     hidden = model.hidden_size
-    if mt == "deepseek_v4":  # compressors, hyper-connections, hash routing (params_dsv4)
-        from .params_dsv4 import deepseek_v4_tensors
-
-        inv = _Inventory(f, mt, hidden)
-        mtp_name, v4_notes = deepseek_v4_tensors(inv, model)
-        return _weights(inv, model, [f], False, mtp_name, v4_notes)
-    from .params_kimi_k3 import is_kimi_k3
-
-    if mt == "kimi_linear" and is_kimi_k3(model):  # latent MoE, full-rank KDA gate, AttnRes
-        from .params_kimi_k3 import kimi_k3_tensors
-
-        inv = _Inventory(f, mt, hidden)
-        k3_read, k3_mtp, k3_notes = kimi_k3_tensors(inv, model)
-        return _weights(inv, model, k3_read, False, k3_mtp, k3_notes)
     if mt in VOCAB_DEFAULTS:
         vocab = f.integer("vocab_size", default=VOCAB_DEFAULTS[mt], why=f"{mt} config class default")
     else:

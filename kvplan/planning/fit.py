@@ -227,7 +227,7 @@ def plan_layout(req: FitRequest) -> FitResult:
     """Plan one (model, GPU, engine, parallelism, context), without the TP/PP search."""
     layout = get_engine(req.engine)
     model = req.model
-    v4_notes = fit_dsv4.check_request(req, layout) if fit_dsv4.applies(model) else None
+    v4_notes = fit_dsv4.check_request(req, layout) if model.compressed_attention else None
     max_model_len = req.max_model_len or req.context_tokens
     if req.context_tokens > max_model_len:
         raise InputError(f"context {req.context_tokens:,} exceeds --max-model-len "
@@ -400,7 +400,7 @@ def _model_buffers(req: FitRequest, layout: EngineLayout, model: Model,
     deepstack input embeddings, one ``max_num_batched_tokens x hidden`` tensor per deepstack
     level in the model dtype (vllm/model_executor/models/qwen3_vl.py). Qwen3-VL-8B at 8,192
     tokens: 3 x 8,192 x 4,096 x 2 B = 201,326,592 B."""
-    if layout.name == "vllm" and fit_dsv4.applies(model):
+    if layout.name == "vllm" and model.compressed_attention:
         return fit_dsv4.model_buffers(model, mnbt)
     text = model.config.get("text_config")
     if layout.name == "vllm" and isinstance(text, dict) and text.get("model_type") == "gemma3n_text":

@@ -59,10 +59,6 @@ UNPLANNED = {
 }
 
 
-def applies(model: Model) -> bool:
-    return any(s.kind == "compressed_attention" for s in model.cache_layers)
-
-
 def layers(model: Model) -> list[CompressedAttention]:
     return [s for (s,) in model.layers if isinstance(s, CompressedAttention)]
 

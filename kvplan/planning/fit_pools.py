@@ -42,7 +42,7 @@ def pool_layers(costs: list[LayerCost], block: int, state_page: int | None,
 def stage_bytes_fn(fp: Footprint, draft_fp: Footprint | None, stage: int, pp: int):
     """n -> bytes one sequence of n tokens holds on one GPU of ``stage`` (block-rounded, exact
     integer). The stage's layers are grouped once (layers repeat one LayerCost object)."""
-    if any(s.kind == "compressed_attention" for s in fp.model.cache_layers):
+    if fp.model.compressed_attention:
         from ..core.layers import CompressedAttention
         from ..engines import vllm_dsv4
 

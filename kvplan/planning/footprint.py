@@ -157,7 +157,7 @@ def kv_footprint(
     for n in contexts:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InputError(f"must be a positive number of tokens, got {n!r}", field="--context")
-    if any(s.kind == "compressed_attention" for s in model.cache_layers):
+    if model.compressed_attention:
         return _compressed_footprint(model, contexts, layout, kv_dtype, k_dtype, v_dtype, tp, pp)
     formats = resolve_formats(model, layout, kv_dtype, k_dtype, v_dtype, gpu_capability)
     layout.check_options(formats.k.name, formats.v.name, block, tp)

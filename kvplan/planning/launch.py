@@ -418,7 +418,7 @@ def launch_commands(r: FitResult, sequences: int | None = None) -> dict[str, str
         "vllm": vllm_command, "sglang": sglang_command, "trtllm": trtllm_command,
         "llama.cpp": llama_cpp_command}
     out = {}
-    v4 = any(s.kind == "compressed_attention" for s in r.request.model.cache_layers)
+    v4 = r.request.model.compressed_attention
     for name, build in builders.items():
         if v4 and name != "vllm":  # kvplan.planning.fit_dsv4: vLLM's packed pool only
             out[name] = f"# {DSV4_UNPLANNED[name]}"
