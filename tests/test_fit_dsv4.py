@@ -44,7 +44,8 @@ FLASH = CONFIGS / "deepseek-ai__DeepSeek-V4-Flash.json"
 PRO = CONFIGS / "deepseek-ai__DeepSeek-V4-Pro.json"
 GiB, MiB = 2**30, 2**20
 L = 131_072  # the planned context and max_model_len
-MNBT, MNS = 8192, 1024  # vllm serve's defaults on a >= 70 GiB GPU
+# vllm serve's defaults on a >= 160 GiB GPU from 0.28 (arg_utils.py get_batch_defaults): B200
+MNBT, MNS = 16384, 1024
 B200_TOTAL = 191_501_854_310  # the B200 spec's cudaMemGetInfo total (kvplan gpus b200)
 
 
@@ -140,10 +141,10 @@ def request(path: Path, gpu: str = "b200", tp: int = 8, **kw) -> FitRequest:
 # span at most cdiv(128 + 63, 64) = 3; the r = 4 compressor states (8 tokens, 4-token blocks)
 # cdiv(8 + 3, 4) = 3; the r = 128 states (128 tokens, 8-token blocks) cdiv(128 + 7, 8) = 17
 HELD = 512 + 2 * 3 + 3 + 17
-# the reservation at 131,072 tokens with 2 x 8,192 in-flight tokens: 512 + 2 window groups x
-# (cdiv(127 + 16,384, 64) + 1) + (cdiv(7 + 16,384, 4) + 1) + (cdiv(127 + 16,384, 8) + 1)
-RESERVED = 512 + 2 * (cdiv(127 + 16_384, 64) + 1) + (cdiv(7 + 16_384, 4) + 1) \
-    + (cdiv(127 + 16_384, 8) + 1)
+# the reservation at 131,072 tokens with 2 x 16,384 in-flight tokens: 512 + 2 window groups x
+# (cdiv(127 + 32,768, 64) + 1) + (cdiv(7 + 32,768, 4) + 1) + (cdiv(127 + 32,768, 8) + 1)
+RESERVED = 512 + 2 * (cdiv(127 + 32_768, 64) + 1) + (cdiv(7 + 32_768, 4) + 1) \
+    + (cdiv(127 + 32_768, 8) + 1)
 
 
 def test_flash_on_8_b200_pool_by_hand():
@@ -154,34 +155,34 @@ def test_flash_on_8_b200_pool_by_hand():
     usable = B200_TOTAL * 92 // 100
     assert b.usable_bytes == usable == 176_181_705_965
     assert b.weights_bytes == weights_by_hand(c, 8) + buffers_by_hand(c) \
-        == 20_644_891_260 + 8192 * 512 * 4
+        == 20_644_891_260 + 16_384 * 512 * 4
     # sampler 15.45 x 1,024 x 129,280 = 2,045,313,024 > forward; FlashMLA's workspace
-    # 4 x 41,088 x 512 x 2 + 8,192 x 640 x 4 + 8,192 x 4 = 189,300,736 > the indexer's
-    assert b.activation_bytes == activation_by_hand(c, 8) == 2_045_313_024 + 189_300_736
+    # 4 x 49,280 x 512 x 2 + 16,384 x 640 x 4 + 16,384 x 4 = 243,859,456 > the indexer's
+    assert b.activation_bytes == activation_by_hand(c, 8) == 2_045_313_024 + 243_859_456
     assert b.runtime_overhead_bytes == overhead_by_hand(c) == 2_254_857_830 + 1_433_403_392
     pool = usable - b.weights_bytes - b.activation_bytes - b.runtime_overhead_bytes
-    assert b.kv_pool_bytes == pool == 149_597_162_507
+    assert b.kv_pool_bytes == pool == 149_525_826_571
     block = block_bytes_by_hand(c)
     assert block == 21 * (37_440 + 8_640) + 20 * 1_728 == 1_002_240
     blocks = pool // block
-    assert r.stages[0].num_blocks == blocks == 149_262
+    assert r.stages[0].num_blocks == blocks == 149_191
     assert r.block_size_tokens == 256
-    assert HELD == 538 and RESERVED == 512 + 2 * 259 + 4_099 + 2_065 == 7_194
+    assert HELD == 538 and RESERVED == 512 + 2 * 515 + 8_195 + 4_113 == 13_850
     assert r.per_sequence_bytes == HELD * block == 539_205_120
-    # every block but the null block, 538 each, would hold (149,261) // 538 = 277; but vLLM
-    # admits a request only while its 7,194-block reservation is free, so the last admitted
-    # needs 7,194: (149,261 - 7,194) // 538 + 1 = 265 run together
+    # every block but the null block, 538 each, would hold (149,190) // 538 = 277; but vLLM
+    # admits a request only while its 13,850-block reservation is free, so the last admitted
+    # needs 13,850: (149,190 - 13,850) // 538 + 1 = 252 run together
     assert (blocks - 1) // HELD == 277
-    assert r.max_concurrency == (blocks - 1 - RESERVED) // HELD + 1 == 265
-    assert r.engine_max_concurrency == blocks / RESERVED  # vLLM's 20.75x
+    assert r.max_concurrency == (blocks - 1 - RESERVED) // HELD + 1 == 252
+    assert r.engine_max_concurrency == blocks / RESERVED  # vLLM's 10.77x
     assert r.kv_pool_tokens == int(blocks / RESERVED * L)  # "GPU KV cache size: N tokens"
-    assert r.fits and r.verdict == "fits: 265 concurrent 131,072-token sequences"
-    assert any("with every prompt this long 265 run together (the blocks alone would hold 277)"
+    assert r.fits and r.verdict == "fits: 252 concurrent 131,072-token sequences"
+    assert any("with every prompt this long 252 run together (the blocks alone would hold 277)"
                in n for n in r.notes)
-    assert concurrency_at(r, L) == 265  # curve / sweep / plan read the same pool
+    assert concurrency_at(r, L) == 252  # curve / sweep / plan read the same pool
     # at 4,096 tokens: 42 held (16 + 2 x 3 + 3 + 17); reserved 16 + 2 x (cdiv(4,096, 64) + 1)
     # + (cdiv(4,096, 4) + 1) + (cdiv(4,096, 8) + 1) = 16 + 130 + 1,025 + 513 = 1,684
-    assert concurrency_at(r, 4096) == (blocks - 1 - 1_684) // 42 + 1 == 3_514
+    assert concurrency_at(r, 4096) == (blocks - 1 - 1_684) // 42 + 1 == 3_513
 
 
 def test_pro_on_8_b200_pool_by_hand():
@@ -199,7 +200,7 @@ def test_pro_on_8_b200_pool_by_hand():
     blocks = pool // block
     assert r.stages[0].num_blocks == blocks
     # 61 layers, no window-only layer: 2 window groups (of 31 and 30) as for Flash, so the same
-    # 538 blocks held and 7,194 reserved per 131,072-token sequence
+    # 538 blocks held and 13,850 reserved per 131,072-token sequence
     assert r.per_sequence_bytes == HELD * block
     assert r.max_concurrency == min((blocks - 1) // HELD, (blocks - 1 - RESERVED) // HELD + 1)
     assert r.engine_max_concurrency == blocks / RESERVED
@@ -226,15 +227,15 @@ def test_shared_prefix_and_start_up_check():
     r = plan_fit(request(FLASH, shared_prefix_tokens=65_536))
     blocks = r.stages[0].num_blocks
     shared = 65_536 // 256  # whole compressed blocks, held once
-    # k run together while 256 + (k - 1) x 282 + (7,194 - 256) <= 149,261:
-    # (149,261 - 7,194) // 282 + 1 = 504 (the blocks alone: (149,261 - 256) // 282 = 528)
+    # k run together while 256 + (k - 1) x 282 + (13,850 - 256) <= 149,190:
+    # (149,190 - 13,850) // 282 + 1 = 480 (the blocks alone: (149,190 - 256) // 282 = 528)
     assert (blocks - 1 - shared) // (HELD - shared) == 528
-    assert r.max_concurrency == (blocks - 1 - RESERVED) // (HELD - shared) + 1 == 504
-    # a 5 GiB pool: 5,356 blocks, fewer than one 131,072-token request's 7,194 + the null block
+    assert r.max_concurrency == (blocks - 1 - RESERVED) // (HELD - shared) + 1 == 480
+    # a 5 GiB pool: 5,356 blocks, fewer than one 131,072-token request's 13,850 + the null block
     small = plan_fit(request(FLASH, kv_cache_memory_bytes=5 * GiB, search=False))
     assert small.stages[0].num_blocks == 5 * GiB // 1_002_240 == 5_356
     assert not small.fits and small.max_concurrency == 0
-    assert "vLLM refuses to start" in small.verdict and "7,194 blocks" in small.verdict
+    assert "vLLM refuses to start" in small.verdict and "13,850 blocks" in small.verdict
 
 
 def test_launch_lines():
@@ -281,12 +282,12 @@ def test_cli_exit_codes(capsys):
     args = ["fit", str(FLASH), "--gpu", "b200", "--tp", "8", "-c", "128k"]
     assert run(args) == 0
     out = capsys.readouterr().out
-    assert "149,262 blocks of 256 tokens, 1,002,240 B each" in out
+    assert "149,191 blocks of 256 tokens, 1,002,240 B each" in out
     assert "538 blocks x 1,002,240 B = 539,205,120 B" in out
-    assert "265 whole sequences" in out and "20.75x" in out
+    assert "252 whole sequences" in out and "10.77x" in out
     assert run([*args, "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
-    assert (rec["kv_pool_blocks"], rec["max_concurrency"], rec["block_size_tokens"]) == (149_262, 265, 256)
+    assert (rec["kv_pool_blocks"], rec["max_concurrency"], rec["block_size_tokens"]) == (149_191, 252, 256)
     # a plan that does not fit exits 1 under --require-fit
     assert run([*args, "--kv-cache-memory", "5GiB", "--require-fit"]) == 1
     capsys.readouterr()

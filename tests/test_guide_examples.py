@@ -1,8 +1,9 @@
 """The guide's capacity examples (docs/guide-capacity.md), derived by hand.
 
 vLLM main rules (kvplan.engines.vllm_memory): pool = int(total x 0.92) - weights - activation
-- (non-torch + CUDA graphs), with activation = max(8192 x (3 x intermediate/tp + 6 x hidden)
-x 2, int(15.45 x 1024 x vocab)), non-torch 0.25 GiB (2.1 GiB with TP), graphs 768 MiB + 5 MiB
+- (non-torch + CUDA graphs), with activation = max(T x (3 x intermediate/tp + 6 x hidden)
+x 2, int(15.45 x 1024 x vocab)), T the default token budget (8192; 16384 on a >= 160 GiB GPU
+such as the B200 since vLLM 0.28), non-torch 0.25 GiB (2.1 GiB with TP), graphs 768 MiB + 5 MiB
 per layer (+ 384 MiB with TP). Driver totals are the hardware_specs YAML values.
 """
 
@@ -22,6 +23,7 @@ LINEAR_PER_LAYER = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192  # q, o,
 WEIGHTS_FP8_TP1 = (80 * LINEAR_PER_LAYER + 4 * 7 * 80  # 1 B each + one fp32 scale per Linear
                    + 2 * (2 * 128256 * 8192 + 80 * 2 * 8192 + 8192))  # bf16 embed, head, norms
 ACT_TP1 = max(8192 * (3 * 28672 + 6 * 8192) * 2, int(Fraction(1545, 100) * 1024 * 128256))
+ACT_TP1_B200 = max(16384 * (3 * 28672 + 6 * 8192) * 2, int(Fraction(1545, 100) * 1024 * 128256))
 OVERHEAD_TP1 = GiB // 4 + 768 * MiB + 5 * MiB * 80
 FP8_SEQ_PER_TOKEN = 2 * 80 * 8 * 128 * 1  # K and V, 80 layers, 8 KV heads, fp8
 
@@ -36,6 +38,7 @@ def _fit(capsys, *args) -> dict:
 def test_hand_terms():
     assert WEIGHTS_FP8_TP1 == 72_656_373_952
     assert ACT_TP1 == 2_214_592_512  # the forward pass, not the sampler, is the peak here
+    assert ACT_TP1_B200 == 2 * ACT_TP1 == 4_429_185_024
     assert OVERHEAD_TP1 == 1_493_172_224
 
 
@@ -45,7 +48,8 @@ def test_hand_terms():
 def test_llama3_70b_fp8_single_gpu(capsys, gpu, context, expected):
     d = _fit(capsys, "llama-3.1-70b", "--gpu", gpu, "--weight-dtype", "fp8", "--kv-dtype", "fp8",
              "-c", context)
-    pool = int(TOTAL[gpu] * Fraction(92, 100)) - WEIGHTS_FP8_TP1 - ACT_TP1 - OVERHEAD_TP1
+    act = ACT_TP1_B200 if gpu == "b200" else ACT_TP1
+    pool = int(TOTAL[gpu] * Fraction(92, 100)) - WEIGHTS_FP8_TP1 - act - OVERHEAD_TP1
     assert d["memory"]["kv_pool_bytes"] == pool
     n = int(context[:-1]) * 1024
     assert d["per_sequence_bytes"] == n * FP8_SEQ_PER_TOKEN

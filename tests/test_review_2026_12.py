@@ -125,13 +125,13 @@ def test_deepseek_v4_time_takes_the_indexer_cost(monkeypatch):
 
 def test_deepseek_v4_takes_every_fp8_spelling_as_fp8_ds_mla(capsys):
     """vLLM's _resolve_dsv4_kv_cache_dtype maps auto and any fp8* value to fp8_ds_mla: the
-    plan is the same pool (149,262 blocks of 1,002,240 B on 8 x B200); bf16 stays refused."""
+    plan is the same pool (149,191 blocks of 1,002,240 B on 8 x B200); bf16 stays refused."""
     from kvplan.cli.main import run
 
     for kv in ("fp8_e5m2", "fp8"):
         assert run(["fit", str(V4), "--gpu", "b200", "--tp", "8", "-c", "128k", "--kv-dtype",
                     kv]) == 0
         out = capsys.readouterr().out
-        assert "149,262 blocks of 256 tokens, 1,002,240 B each" in out and "KV fp8_ds_mla" in out
+        assert "149,191 blocks of 256 tokens, 1,002,240 B each" in out and "KV fp8_ds_mla" in out
     assert "fp8_ds_mla" in fail(capsys, "fit", str(V4), "--gpu", "b200", "--tp", "8", "-c", "128k",
                                 "--kv-dtype", "bf16")

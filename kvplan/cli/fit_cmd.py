@@ -102,8 +102,8 @@ def fit(
         "--gpu-memory-utilization", help="vLLM gpu_memory_utilization / SGLang "
         "mem_fraction_static / TRT-LLM free_gpu_memory_fraction, in (0, 1].")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
-        "--max-num-batched-tokens", help="Profiling batch (vLLM default 8192 on >= 70 GiB "
-        "GPUs, else 2048).")] = None,
+        "--max-num-batched-tokens", help="Profiling batch (vLLM default 16384 on >= 160 GiB "
+        "GPUs from 0.28, 8192 on other >= 70 GiB GPUs, else 2048).")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(
         "--max-num-seqs", help="Sampler warm-up rows (vLLM default 1024 / 256).")] = None,
     block_size: Annotated[int | None, typer.Option("--block-size", help="KV block size in "

@@ -20,6 +20,7 @@ class MeasuredRun:
     gpu: str  # kvplan GPU key or alias
     engine: str  # vllm | sglang | trtllm
     engine_version: str = ""
+    measured_on: str = ""  # ISO day the run was measured, where the file records it
     tp: int = 1
     pp: int = 1
     dp: int = 1  # attention data-parallel ranks (each tp GPUs, its own sequences)

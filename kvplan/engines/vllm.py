@@ -60,9 +60,12 @@ REMOVED = {
 #: ``vllm@X`` (not main) they are refused before it, or when the first release is unknown.
 FIRST_RELEASE: dict[str, str | None] = {
     "deepseek_v4": "0.20.0",
+    # MiniMaxM2ForCausalLM first in the registry of 0.11.1's PyPI sdist (not 0.11.0's), with
+    # the plain GQA Attention (KV heads split over TP, replicated below it) it keeps in 0.34
+    "minimax_m2": "0.11.1",
     **dict.fromkeys(("deepseek_v32", "glm_moe_dsa", "glm4_moe_lite", "qwen3_5_text",
                      "qwen3_5_moe_text", "kimi_linear", "lfm2", "lfm2_moe", "gemma4_text",
-                     "gemma3n_text", "mimo_v2_flash", "minimax_m2", "nemotron-nas", "step3_text"),
+                     "gemma3n_text", "mimo_v2_flash", "nemotron-nas", "step3_text"),
                     None),
 }
 #: KV formats vLLM refuses on MLA models, from 0.21 (not in 0.20's config/vllm.py)

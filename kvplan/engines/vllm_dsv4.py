@@ -260,7 +260,8 @@ def reserved_blocks(n: int, groups: Sequence[PackedGroup], in_flight: int) -> in
     request" line, and the scheduler asks that many free blocks before it admits a request of n
     prompt tokens (``scheduler_reserve_full_isl``, default True). Flash at 131,072 tokens,
     in-flight 16,384: 512 + 2 x (cdiv(16,511, 64) + 1 = 259) + (cdiv(16,391, 4) + 1 = 4,099)
-    + (cdiv(16,511, 8) + 1 = 2,065) = 7,194."""
+    + (cdiv(16,511, 8) + 1 = 2,065) = 7,194 (an 8,192-token budget; B200's default 16,384
+    gives 13,850)."""
     return sum(cdiv(n, g.block_tokens) if g.window_tokens is None
                else cdiv(min(g.window_tokens - 1 + in_flight, n), g.block_tokens) + 1
                for g in groups)

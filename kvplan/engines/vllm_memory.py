@@ -2,11 +2,13 @@
 
 Modelled (sources and real logs in docs/budget-research.md):
 - ``requested = total x gpu_memory_utilization`` where total is ``cudaMemGetInfo``'s
-  (the GPU's driver-reported total); the default utilisation is 0.9, 0.92 in current releases
-  (seen from 0.25; the exact switch is not documented, so ``vllm@0.24`` and older use 0.9).
-- ``available = requested - weights - torch peak increase - non-torch increase`` and, since
-  0.21 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` on by default), minus the estimated CUDA
-  graph memory; before 0.21 graphs live in the ``1 - utilisation`` headroom.
+  (the GPU's driver-reported total); the default utilisation is 0.9 up to 0.19.1 and 0.92
+  from 0.20.0 (``CacheConfig.gpu_memory_utilization``'s ``Field(default=...)`` in the PyPI
+  sdists of 0.19.1 and 0.20.0, ``vllm/config/cache.py``).
+- ``available = requested - weights - torch peak increase - non-torch increase`` and, from
+  0.20.0 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" in that sdist's
+  ``vllm/envs.py``, "0" in 0.19.1's; its log line says "default since v0.21.0"), minus the
+  estimated CUDA graph memory; before that graphs live in the ``1 - utilisation`` headroom.
   Memory in use before the init snapshot (the CUDA context) is not charged.
 - ``--kv-cache-memory-bytes`` replaces the whole computation (profiling still runs).
 - Estimates (empirical fits to vLLM 0.19 H100 logs, each overridable):
@@ -16,9 +18,19 @@ Modelled (sources and real logs in docs/budget-research.md):
   logits, sort values and int64 indices, probabilities; 39 B up to 0.16);
   non-torch = 0.25 GiB on one GPU, 2.1 GiB per GPU with TP (NCCL / custom all-reduce buffers);
   CUDA graphs = 768 MiB + 5 MiB per layer (+ 384 MiB with TP).
-- Defaults for ``vllm serve`` (``EngineArgs._set_default_args``): GPUs with >= 70 GiB that
-  are not A100s get ``max_num_batched_tokens`` 8192 and ``max_num_seqs`` 1024; others 2048 and
-  256. Block size 16 (64 for MLA on Hopper: FlashMLA; 128 on Blackwell: CUTLASS MLA).
+- Defaults for ``vllm serve`` (``EngineArgs.get_batch_defaults``, ``vllm/engine/arg_utils.py``):
+  from 0.28.0 GPUs with >= 160 GiB (B200, B300, GB200, MI300X and up) get
+  ``max_num_batched_tokens`` 16384 and ``max_num_seqs`` 1024 (no such tier in 0.27.1's sdist);
+  other GPUs with >= 70 GiB that are not A100s get 8192 and 1024; others 2048 and 256.
+  Block size 16 (64 for MLA on Hopper: FlashMLA; 128 on Blackwell: CUTLASS MLA).
+- 0.34.0 sizes the pool after warmup by default (the extensible KV cache, on CUDA and ROCm:
+  ``VllmConfig._resolve_extensible_kv_cache``); an unset utilisation then means 1.0 and the pool
+  is what is physically free after CUDA-graph capture less ``max(1 GiB, 0.75 x transient
+  peak)`` and the transient peak (``extensible_kv_cache.py``), which charges memory in use
+  before start-up (the CUDA context) - not computable before a run. kvplan plans 0.92 and its
+  launch lines pass it, where the budget bound holds and has this module's form; vLLM then
+  floors the blocks to whole 2 MiB commit granules per layer segment, which kvplan does not
+  model (Llama-3.1-8B on one H100: 28,064 blocks, not 28,090; not measured).
 """
 
 from __future__ import annotations
@@ -31,15 +43,18 @@ from .base import version_tuple
 
 
 def default_utilization(version: str) -> Fraction:
-    return Fraction(9, 10) if version_tuple(version) <= (0, 24, 99) else Fraction(92, 100)
+    return Fraction(9, 10) if version_tuple(version) < (0, 20) else Fraction(92, 100)
 
 
 def subtracts_cuda_graphs(version: str) -> bool:
-    return version_tuple(version) >= (0, 21)
+    return version_tuple(version) >= (0, 20)
 
 
-def serve_defaults(total_bytes: int, gpu_name: str) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that ``vllm serve`` picks on this GPU."""
+def serve_defaults(total_bytes: int, gpu_name: str, version: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that ``vllm serve`` picks on this GPU in this
+    release (``total_bytes``: what the platform reports, the driver's total)."""
+    if total_bytes >= 160 * GiB and version_tuple(version) >= (0, 28):
+        return 16384, 1024
     if total_bytes >= 70 * GiB and "a100" not in gpu_name.lower():
         return 8192, 1024
     return 2048, 256
@@ -74,17 +89,25 @@ def cuda_graph_estimate(num_layers: int, tp: int) -> int:
     return 768 * MiB + 5 * MiB * num_layers + (384 * MiB if tp > 1 else 0)
 
 
+EXTENSIBLE_NOTE = ("vLLM 0.34 with no --gpu-memory-utilization sizes the pool after warmup "
+                   "(the extensible KV cache) at utilisation 1.0, less max(1 GiB, 0.75 x the "
+                   "transient peak) and memory in use before start-up, which only a run shows; "
+                   "this plan uses 0.92, which its launch line passes")
+
+
 def vllm_budget(i: BudgetInputs, version: str, *, last_stage: bool = True) -> Budget:
     util = (Fraction(i.utilization).limit_denominator(10**6) if i.utilization is not None
             else default_utilization(version))
+    notes = (EXTENSIBLE_NOTE,) if (i.utilization is None and i.kv_cache_memory_bytes is None
+                                   and version_tuple(version) >= (0, 34)) else ()
     requested = int(i.total_bytes * util)
     act = activation_estimate(i, version, last_stage)
     non_torch = non_torch_estimate(i.tp)
     graphs = cuda_graph_estimate(i.num_layers, i.tp) if subtracts_cuda_graphs(version) else 0
     where = "NCCL / all-reduce buffers with TP" if i.tp > 1 else "one GPU"
     over_how = (f"non-torch {non_torch:,} B ({where})"
-                + (f" + CUDA graphs {graphs:,} B (subtracted since 0.21)" if graphs else
-                   "; CUDA graphs use the 1 - utilisation headroom before 0.21"))
+                + (f" + CUDA graphs {graphs:,} B (subtracted since 0.20)" if graphs else
+                   "; CUDA graphs use the 1 - utilisation headroom before 0.20"))
     a = i.activation_bytes if i.activation_bytes is not None else act[0]
     o = i.runtime_overhead_bytes if i.runtime_overhead_bytes is not None else non_torch + graphs
     graphs_rule = " - CUDA graphs" if subtracts_cuda_graphs(version) else ""
@@ -98,4 +121,4 @@ def vllm_budget(i: BudgetInputs, version: str, *, last_stage: bool = True) -> Bu
         pool=(requested - i.weights_bytes - a - o - i.ep_buffers_bytes,
               "usable - weights - activation - overhead" + (" - expert-parallel buffers (made "
                                                             "at load, after the memory snapshot)"
-                                                            if ep_rule else "")))
+                                                            if ep_rule else "")), notes=notes)

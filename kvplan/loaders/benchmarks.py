@@ -147,6 +147,7 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
                            "the experts)")
     source = r.get("silicon_data_source") or ""
     conc = re.search(r"silicon_concurrency=(\d+)", source)
+    day = re.search(r"measured=(\d{4}-\d{2}-\d{2})", source)
     concurrency = _positive_int(conc.group(1) if conc else r.get("batch_size"), "batch_size")
     sweep = re.search(r"(workflow_run_id=\d+|source_file=[^;]+)", source)
     prefill, workers = None, (0, 1)
@@ -168,8 +169,8 @@ def _aic_row(r: dict, where: str) -> MeasuredRun:
     tpot = _positive(r.get("silicon_tpot_ms"), "silicon_tpot_ms", 1e-3)
     return MeasuredRun(
         source=where, model=model, gpu=AIC_SYSTEMS[system], engine=_engine(r.get("backend"), "backend"),
-        engine_version=(r.get("backend_version") or "").strip(), tp=tp, pp=pp, dp=dp, ep=ep,
-        weight_dtype=weight,
+        engine_version=(r.get("backend_version") or "").strip(),
+        measured_on=day.group(1) if day else "", tp=tp, pp=pp, dp=dp, ep=ep, weight_dtype=weight,
         prompt_tokens=isl, output_tokens=osl, concurrency=concurrency, ttft_s=ttft, tpot_s=tpot,
         output_tokens_per_s=concurrency * osl / (ttft + (osl - 1) * tpot),
         throughput_derived=True,

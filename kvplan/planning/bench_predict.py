@@ -9,6 +9,7 @@ calibration fit re-evaluates thousands of rows per second (``stack``: the same o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from ..core.benchmark import MeasuredRun, RowProblem
@@ -36,6 +37,39 @@ class RowTerms:
     @property
     def key(self) -> tuple[str, str]:
         return (self.plan.request.gpu.key, self.run.engine)
+
+
+_RELEASE = re.compile(r"v?(\d+\.\d+(?:\.\d+){0,2})(?:[.+-]?(?:post|rc|dev)[0-9a-z.+-]*)?")
+
+
+def row_engine(run: MeasuredRun) -> tuple[str, str | None]:
+    """The engine a row is re-predicted with, and the assumption that took (None: none).
+
+    A vLLM row is planned by the rules of the release it names (``vllm@0.19.0``: the memory
+    budget's utilisation and CUDA-graph terms, the token budget's GPU tiers, block sizes), as a
+    user planning that release would; a row naming a nightly build or nothing, by the last
+    release out on the day it was measured (``engines.vllm_releases``), else by main. SGLang
+    and TensorRT-LLM rows use the engine's default rules: kvplan reads one SGLang release's
+    DSA layout (0.5.23) and no TensorRT-LLM release differences that change a plan."""
+    if run.engine != "vllm":
+        return run.engine, None
+    named = _RELEASE.fullmatch(run.engine_version)
+    if named:
+        return f"vllm@{named.group(1)}", None
+    from ..engines.vllm_releases import release_on
+
+    build = run.engine_version or "with no version"
+    release = release_on(run.measured_on) if run.measured_on else None
+    if release:
+        return f"vllm@{release}", (f"vLLM build {build} measured on {run.measured_on}: planned by "
+                                   f"release {release}'s rules, the last release out by then")
+    return "vllm", f"vLLM build {build} with no measurement day: planned by vLLM main's rules"
+
+
+def _deployment(run: MeasuredRun) -> tuple:
+    """What one plan serves: the rows of a sweep on the same deployment share it."""
+    return (run.model, run.gpu, row_engine(run)[0], run.tp, run.pp, run.dp, run.ep,
+            run.weight_dtype, run.kv_dtype)
 
 
 def _capacity(r: FitResult, context: int) -> int:
@@ -78,12 +112,12 @@ class _Planner:
         from .fit_types import FitRequest
         from .perf_model import step_model
 
-        key = (run.model, run.gpu, run.engine, run.tp, run.pp, run.dp, run.ep, run.weight_dtype,
-               run.kv_dtype, context)
+        engine = row_engine(run)[0]
+        key = (*_deployment(run), context)
         if key not in self.plans:
             m, w = self.model(run.model)
             req = FitRequest(model=m, weights=w, weight_format=weight_format(m, run.weight_dtype),
-                             gpu=load_gpu(run.gpu), engine=run.engine, tp=run.tp, pp=run.pp,
+                             gpu=load_gpu(run.gpu), engine=engine, tp=run.tp, pp=run.pp,
                              dp=run.dp, ep=run.ep, kv_dtype=run.kv_dtype, context_tokens=context,
                              search=False)
             try:
@@ -103,15 +137,13 @@ def row_terms(runs: list[MeasuredRun]) -> tuple[list[RowTerms], list[RowProblem]
     planner = _Planner()
     longest: dict[tuple, int] = {}
     for run in runs:
-        k = (run.model, run.gpu, run.engine, run.tp, run.pp, run.dp, run.ep, run.weight_dtype,
-             run.kv_dtype)
+        k = _deployment(run)
         longest[k] = max(longest.get(k, 0), run.prompt_tokens + run.output_tokens)
     out: list[RowTerms] = []
     problems: list[RowProblem] = []
     capacity: dict[tuple, int] = {}
     for run in runs:
-        k = (run.model, run.gpu, run.engine, run.tp, run.pp, run.dp, run.ep, run.weight_dtype,
-             run.kv_dtype)
+        k = _deployment(run)
         context = run.prompt_tokens + run.output_tokens
         try:
             try:

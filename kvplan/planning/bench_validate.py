@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core.benchmark import MeasuredRun, RowProblem
 from ..core.perf import Efficiency
-from .bench_predict import RowTerms, predict_detail, row_terms
+from .bench_predict import RowTerms, predict_detail, row_engine, row_terms
 
 METRICS = ("tpot", "ttft", "throughput")
 
@@ -131,7 +131,8 @@ def validate_benchmarks(paths: list[Path], meta: dict[str, str] | None = None,
 
     runs, problems = read_all(paths, meta)
     terms, more = row_terms(runs)
-    assumptions = sorted({a for r in runs for a in r.assumptions})
+    assumptions = sorted({a for r in runs for a in r.assumptions}
+                         | {a for r in runs if (a := row_engine(r)[1])})
     results = evaluate_rows(terms, uncalibrated=uncalibrated)
     shares = sorted({(r.run.gpu, r.run.engine, round(r.detail["startup_share"], 3))
                      for r in results if not r.detail["startup_share_recorded"]})

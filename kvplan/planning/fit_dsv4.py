@@ -22,7 +22,8 @@ The pool (vLLM 0.34 ``vllm/v1/core/kv_cache_planning.py`` ``get_kv_cache_configs
   (``scheduler_reserve_full_isl``), which the notes report.
 
 Worked (DeepSeek-V4-Flash, 8 x B200, 131,072 tokens): a sequence holds 512 + 2 x 3 + 3 + 17 =
-538 blocks and reserves 7,194; the pool's blocks are its bytes // 1,002,240
+538 blocks and reserves 13,850 (vllm serve's 16,384-token budget on a >= 160 GiB GPU, 2 x that
+in flight); the pool's blocks are its bytes // 1,002,240
 (``tests/test_fit_dsv4.py`` derives the budget term by term).
 """
 
