@@ -40,6 +40,11 @@ STATED = {
     "google__gemma-4-26B-A4B.json": (5 * 2 * 512 * 2816 + 30 + 2 * 1152, "V slots + buffers"),
     "nvidia__Gemma-4-31B-IT-NVFP4.json": (10 * 4 * 512 * 5376 + 60 + 2 * 1152,
                                            "V slots + buffers"),
+    # Gemma-4 E models: the loaded buffers (4 bounds on each of 112 vision + 120 audio clipped
+    # linears, a layer scalar per layer); transformers' buffer count also holds the computed
+    # audio inv_timescales (512) and softcaps (12), which no checkpoint holds
+    "google__gemma-4-E2B-it.json": (232 * 4 + 35, "loaded buffers"),
+    "google__gemma-4-E4B-it.json": (232 * 4 + 42, "loaded buffers"),
     # 60 MoE layers' score-correction biases (384 each) and MoonViT's 4 x 1152 time table
     "moonshotai__Kimi-K2.5.json": (60 * 384 + 4 * 1152, "score biases + time table"),
     # DeepSeek-V4: vLLM's int32 tid2eid tables [vocab, top_k] on the 3 hash-routed layers and

@@ -55,6 +55,9 @@ class Tensor:
     #: a tensor placed with the embedding that every token still runs through (Gemma-3n's
     #: per-layer and AltUp projections): read by every decode step, unlike a lookup or a tower
     per_token: bool = False
+    #: an embedding every pipeline stage allocates (vLLM 0.34 lfm2.py / lfm2_moe.py build
+    #: embed_tokens on every PP rank, not only the first and, tied, the last)
+    every_stage: bool = False
 
     @property
     def params(self) -> int:
@@ -283,7 +286,7 @@ def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1,
         b = rank_tensor_bytes(t, fmt, split)
         if t.place == "embed":
             tied = pp > 1 and w.tied_embeddings and t.name == "embed_tokens"
-            where = [0, pp - 1] if tied else [0]
+            where = list(range(pp)) if t.every_stage else [0, pp - 1] if tied else [0]
         elif t.place == "head":
             where = [pp - 1]
         else:

@@ -57,6 +57,14 @@ def _with_sharing(f: Fields, blocks: list[tuple], kinds: list[str], shared: int)
 
 
 def parse_gemma4(f: Fields, model_type: str) -> list[tuple]:
+    blocks, kinds = gemma4_blocks(f, model_type)
+    return _with_sharing(f, blocks, kinds, _shared(f, len(blocks)))
+
+
+def gemma4_blocks(f: Fields, model_type: str) -> tuple[list[tuple], list[str]]:
+    """Every layer's own attention geometry, KV-sharing layers included (before
+    ``_with_sharing`` empties their cache), and the layer kinds: vLLM's ``Gemma4DecoderLayer``
+    builds a sharing layer's q_proj / o_proj from its own ``per_layer_config`` entry."""
     num_layers = f.num_layers()
     kinds = _gemma_kinds(f, model_type, num_layers)
     heads = f.integer("num_attention_heads")
@@ -97,7 +105,7 @@ def parse_gemma4(f: Fields, model_type: str) -> list[tuple]:
                                      num_kv_heads=sub.integer("num_key_value_heads"),
                                      head_dim_k=d, head_dim_v=d),))
     f.get("hidden_size_per_layer_input")  # per-layer embeddings: weights, not cache
-    return _with_sharing(f, blocks, kinds, _shared(f, num_layers))
+    return blocks, kinds
 
 
 def parse_gemma3n(f: Fields, model_type: str) -> list[tuple]:

@@ -149,10 +149,7 @@ class _Inventory:
         under ``attention_k_eq_v`` ship k_proj only, but vLLM's QKVParallelLinear still holds a
         V slot (loaded with K): counted, as it takes memory. 26B-A4B, a full layer: 2 KV heads
         x 512 x 2816 = 2,883,584 more."""
-        f, h = self.f, self.hidden
-        if f.opt_int("num_kv_shared_layers", minimum=0):
-            raise f.error("num_kv_shared_layers", "KV-sharing layers (Gemma-4 E models, q_proj "
-                          "only) are not counted; pass --weight-memory")
+        f, h = self.f, self.hidden  # KV-sharing layers (E models): params_gemma4
         f.flag("attention_k_eq_v")
         heads, kv = spec.num_attention_heads, spec.num_kv_heads
         d = spec.head_dim_k
@@ -378,13 +375,8 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
                     router_dtype="fp32" if mt == "glm4_moe" else None)  # glm4_moe.py GateLinear
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
-    elif mt == "gemma4_text":  # vLLM gemma4.py Gemma4DecoderLayer
-        if f.opt_int("hidden_size_per_layer_input", minimum=0):
-            raise f.error("hidden_size_per_layer_input", "per-layer input embeddings (Gemma-4 E "
-                          "models) are not counted; pass --weight-memory")
-        if f.flag("use_double_wide_mlp"):
-            raise f.error("use_double_wide_mlp", "true: the double-wide MLP of KV-sharing layers "
-                          "is not counted; pass --weight-memory")
+    elif mt == "gemma4_text":  # vLLM gemma4.py Gemma4DecoderLayer (E models: params_gemma4)
+        f.get("hidden_size_per_layer_input"), f.get("use_double_wide_mlp")  # 0 and false here
         f.opt_int("vocab_size_per_layer_input")  # only with per-layer inputs (none here)
         inv.mlp("mlp", f.integer("intermediate_size"))
         experts = f.opt_int("num_experts")
@@ -552,17 +544,19 @@ def _gemma4_vision_tower(inv: _Inventory, v: Fields, text_hidden: int) -> None:
     """Gemma-4's vision encoder (transformers ``Gemma4VisionModel``, which vLLM runs through
     ``AutoModel``, unsharded) and ``embed_vision``: a bias-free patch projection (3 x patch^2 in),
     two position tables (x and y) of ``position_embedding_size`` rows, per layer bias-free
-    q/k/v/o, q and k norms, a gated MLP and four norms, the standardize scale and bias, and the
-    projection to the text width (its pre-norm has no weight). 26B-A4B: 568,768,560 + 2,304."""
+    q/k/v/o, q and k norms, a gated MLP and four norms, the standardize scale and bias, the
+    clipped linears' bounds (``use_clipped_linears``), and the projection to the text width (its
+    pre-norm has no weight). 26B-A4B: 568,768,560 + 2,304; E2B / E4B: 167,364,608 + 448 bounds
+    + 768 x text hidden."""
     h, inter = v.integer("hidden_size"), v.integer("intermediate_size")
     heads, d = v.integer("num_attention_heads"), v.integer("head_dim")
     kv = v.integer("num_key_value_heads")
     if v.flag("attention_bias"):
         raise v.error("attention_bias", "true: vision attention biases are not counted")
-    if v.flag("use_clipped_linears"):
-        raise v.error("use_clipped_linears", "true: clipped linears' bounds are not counted; "
-                      "pass --weight-memory")
     patch, count = v.integer("patch_size"), v.integer("num_hidden_layers")
+    if v.flag("use_clipped_linears"):  # Gemma4ClippableLinear: four loaded bounds on each of
+        # q / k / v / o and gate / up / down (E models: 16 layers x 28 = 448)
+        inv.add("vision.layers.clip_bounds", 7 * 4, count=count)
     v.opt_int("global_head_dim")  # the vision layers are all alike (head_dim)
     inv.add("vision.patch_embedder.input_proj", h, 3 * patch * patch)
     inv.add("vision.patch_embedder.position_embedding_table", 2 * v.integer(
@@ -655,9 +649,17 @@ def _own_module(model: Model, f: Fields, mt: str):
     if mt == "lfm2":  # short convs, the FFN width rule, an always-tied head
         from .params_lfm2 import lfm2_tensors
         return inv, ([f], True, "", lfm2_tensors(inv, model))
+    if mt == "lfm2_moe":  # LFM2's mixers, dense then routed feed-forwards, a tied head
+        from .params_lfm2 import lfm2_moe_tensors
+        return inv, ([f], True, "", lfm2_moe_tensors(inv, model))
     if mt in ("minimax_m1", "minimax_text_01"):  # lightning layers, an fp32 LM head
         from .params_minimax_m1 import minimax_m1_tensors
         return inv, ([f], False, "", minimax_m1_tensors(inv, model))
+    if mt == "gemma4_text":  # the E models: per-layer embeddings, KV sharing, audio tower
+        from .params_gemma4 import gemma4_e_tensors, is_gemma4_e
+        if is_gemma4_e(f, model):
+            read, tied, notes = gemma4_e_tensors(inv, model)
+            return inv, (read, tied, "", notes)
     if mt == "gemma3n_text":  # AltUp, LAuReL, per-layer embeddings, towers
         from .params_gemma3n import gemma3n_tensors
         read, notes = gemma3n_tensors(inv, model)
@@ -771,10 +773,7 @@ def weight_inventory(model: Model) -> Weights:
         _siglip_tower(inv, read[-1], hidden)
         notes.append("vision tower (SigLIP) and projector counted; kept in the model dtype")
     elif f.prefix and isinstance(vision, dict) and mt == "gemma4_text" \
-            and vision.get("model_type") == "gemma4_vision":
-        if model.config.get("audio_config") is not None:
-            raise ConfigError("Gemma-4's audio tower is not counted; pass --weight-memory",
-                              source=model.source, field="audio_config")
+            and vision.get("model_type") == "gemma4_vision":  # no audio here: params_gemma4
         inv.place = "embed"
         read.append(Fields(vision, model.source, "vision_config."))
         _gemma4_vision_tower(inv, read[-1], hidden)

@@ -8,8 +8,10 @@ docs/architectures.md):
   layer not in ``full_attn_layers`` is KDA. KDA heads and width are ``linear_attn_config``'s
   ``num_heads`` / ``head_dim`` (the top-level ``head_dim`` is hidden / heads and unused).
 - lfm2 / lfm2_moe (LiquidAI): ``layer_types`` "conv" / "full_attention" (transformers and
-  vLLM), or, without it, the older ``full_attn_idxs`` (0-based); short-conv state of
-  ``conv_L_cache - 1`` x hidden_size.
+  vLLM), or, without it, the older ``full_attn_idxs`` (0-based; lfm2 only: vLLM's
+  lfm2_moe.py reads layer_types alone); short-conv state of ``conv_L_cache - 1`` x
+  hidden_size (LFM2-8B-A1B: 18 conv layers x 2 x 2048 x 2 B = 147,456 B per sequence); the
+  attention head size is hidden_size / num_attention_heads, as vLLM computes it.
 - minimax_m1 / minimax_text_01 (MiniMax-M1, MiniMax-Text-01): ``attn_type_list`` 0 =
   lightning attention (``num_attention_heads`` x ``head_dim`` state), 1 = softmax GQA.
 - minimax_m2: every layer is full attention. vLLM's ``minimax_m2.py`` (0.34) and transformers'
@@ -87,18 +89,39 @@ def parse_lfm2(f: Fields, model_type: str) -> list[tuple]:
         if idxs is not None and set(idxs) != full:
             raise f.error("full_attn_idxs", "disagrees with layer_types (transformers and vLLM "
                           "follow layer_types)")
+    elif idxs is not None and model_type == "lfm2_moe":
+        raise f.error("layer_types", "missing: vLLM 0.34's lfm2_moe.py picks each layer's mixer "
+                      "from layer_types only (full_attn_idxs is read by neither it nor "
+                      "transformers' Lfm2MoeConfig)")
     elif idxs is not None:  # older checkpoints: the attention layers' indices only
         full = set(idxs)
     else:
         raise f.error("layer_types", "missing (or full_attn_idxs): which layers attend")
     hidden = f.integer("hidden_size")
-    channels = f.integer("conv_dim", default=hidden, why="the short conv runs over hidden_size")
+    if model_type == "lfm2_moe":
+        # vLLM 0.34 lfm2_moe.py: ShortConv(dim=hidden_size), state shape from hidden_size;
+        # conv_dim is not read. num_dense_layers sets the feed-forward of the first layers
+        # (params_lfm2.lfm2_moe_tensors checks it), not the cache.
+        f.get("num_dense_layers")
+        if f.has("conv_dim") and f.integer("conv_dim") != hidden:
+            raise f.error("conv_dim", f"{f.integer('conv_dim')} differs from hidden_size "
+                          f"{hidden}: vLLM 0.34's lfm2_moe.py runs the short conv over "
+                          "hidden_size and does not read conv_dim")
+        channels = hidden
+    else:
+        channels = f.integer("conv_dim", default=hidden, why="the short conv runs over hidden_size")
     conv = ShortConv(channels=channels, conv_kernel=f.integer("conv_L_cache"))
     # LiquidAI's configs also carry conv_dim_out (the out_proj width: checked against
     # hidden_size by params_lfm2), conv_use_xavier_init (initialisation) and num_heads (a copy
     # of num_attention_heads); vLLM's lfm2.py and transformers' Lfm2Config read none of them
     f.get("conv_dim_out"), f.get("conv_use_xavier_init"), f.get("num_heads")
-    attn = attention_spec(f, model_type, "full", attention_shape(f, model_type)) if full else None
+    shape = attention_shape(f, model_type) if full else None
+    if shape is not None and (hidden % shape[0] or shape[2] != hidden // shape[0]):
+        # vLLM 0.34 lfm2.py / lfm2_moe.py: head_dim = hidden_size // num_attention_heads,
+        # whatever head_dim the config states (2048 / 32 = 64 for LFM2-1.2B and LFM2-8B-A1B)
+        raise f.error("head_dim", f"{shape[2]} is not hidden_size / num_attention_heads = "
+                      f"{hidden} / {shape[0]}, the head size vLLM's {model_type}.py caches")
+    attn = attention_spec(f, model_type, "full", shape) if shape is not None else None
     return [(attn,) if i in full else (conv,) for i in range(num_layers)]
 
 

@@ -30,15 +30,18 @@ a multiple of ``block_multiple_of`` (default 256). LFM2-1.2B: int(2 x 12288 / 3)
 An explicit null multiplier is followed as vLLM 0.34 reads it (no multiplier, still rounded;
 transformers 5.24 then skips the rounding too).
 
-Around them: ``embed_tokens`` [vocab, hidden] and the final ``embedding_norm`` [hidden] (on
-the last pipeline stage). vLLM 0.34 always ties the LM head to the embedding
-(``lm_head.tie_weights(embed_tokens)``), so a config that unties it (``tie_word_embeddings`` /
-``tie_embedding`` false) is refused. LFM2-1.2B in all: 65536 x 2048 + 10 x 16,783,360 + 6 x
-10,485,888 + 16 x (3 x 2048 x 8192 + 2 x 2048) + 2048 = 1,170,340,608, LiquidAI's published
-count.
+Around them: ``embed_tokens`` [vocab, hidden] (built on every pipeline stage: vLLM 0.34's
+``Lfm2Model`` / ``Lfm2MoeModel`` make it whatever the PP rank, unlike llama.py's first-rank
+embedding; LFM2-8B-A1B at pp 8: 65536 x 2048 x 2 B = 268,435,456 B on each stage) and the
+final ``embedding_norm`` [hidden] (on the last pipeline stage). vLLM 0.34 always ties the LM
+head to the embedding (``lm_head.tie_weights(embed_tokens)``), so a config that unties it
+(``tie_word_embeddings`` / ``tie_embedding`` false) is refused. LFM2-1.2B in all: 65536 x
+2048 + 10 x 16,783,360 + 6 x 10,485,888 + 16 x (3 x 2048 x 8192 + 2 x 2048) + 2048 =
+1,170,340,608, LiquidAI's published count.
 
 Files read: config.json only. Not modelled (refused): ``block_use_swiglu`` false, block_dim or
-a conv width other than hidden_size, lfm2_moe (its own model type, not dispatched here).
+a conv width other than hidden_size. LFM2-MoE (``model_type: lfm2_moe``) shares the mixers and
+norms and replaces the feed-forward: ``lfm2_moe_tensors`` below.
 Bidirectional (pooling) LFM2 builds the same tensors (``Lfm2BidirectionalShortConv``).
 """
 
@@ -85,11 +88,11 @@ def ffn_width(f: Fields, notes: list[str] | None = None) -> int:
     return multiple * cdiv(width, multiple)
 
 
-def _tied(f: Fields) -> None:
+def _tied(f: Fields, model_file: str = "lfm2.py") -> None:
     """vLLM ties the LM head whatever the config says: an untied config is refused."""
     for key in ("tie_word_embeddings", "tie_embedding"):
         if f.present(key) and not f.flag(key, True):
-            raise f.error(key, "false: vLLM 0.34's lfm2.py always ties the LM head to the "
+            raise f.error(key, f"false: vLLM 0.34's {model_file} always ties the LM head to the "
                           "embedding (an untied checkpoint's lm_head would not be served as "
                           "stored); pass --weight-memory")
 
@@ -108,6 +111,36 @@ def _refuse(f: Fields, hidden: int) -> None:
     f.get("block_mlp_init_scale"), f.get("block_norm_eps")  # initialisation, an epsilon
 
 
+def _mixer(inv, i: int, block: tuple, bias: bool) -> None:
+    """Layer ``i``'s short conv or attention (the module docstring's shapes), as vLLM 0.34's
+    lfm2.py and lfm2_moe.py build them alike."""
+    f, h = inv.f, inv.hidden
+    spec = block[0] if len(block) == 1 else None
+    if isinstance(spec, ShortConv):
+        if spec.channels != h:
+            raise f.error("conv_dim", f"{spec.channels} differs from hidden_size {h}: "
+                          "vLLM's ShortConv maps hidden_size to conv_dim and back; not "
+                          "counted")
+        inv.linear("conv.in_proj", 3 * h, h, "column", bias)
+        inv.add("conv.conv.weight", h, spec.conv_kernel, shard="column")
+        if bias:
+            inv.add("conv.conv.bias", h, shard="column")
+        inv.linear("conv.out_proj", h, h, "row", bias)
+    elif isinstance(spec, FullAttention):
+        heads, kv, d = spec.num_attention_heads, spec.num_kv_heads, spec.head_dim_k
+        if h % heads or d != h // heads:
+            raise f.error("head_dim", f"{d} is not hidden_size / num_attention_heads = "
+                          f"{h} / {heads}, the head size vLLM's Lfm2Attention uses")
+        inv.linear("self_attn.q_proj", heads * d, h, "column")
+        inv.linear("self_attn.k_proj", kv * d, h, "kv", kv_heads=kv)
+        inv.linear("self_attn.v_proj", kv * d, h, "kv", kv_heads=kv)
+        inv.linear("self_attn.out_proj", h, heads * d, "row")
+        inv.norm("self_attn.q_layernorm", d)
+        inv.norm("self_attn.k_layernorm", d)
+    else:
+        raise f.error("layer_types", f"layer {i} is neither a conv nor an attention layer")
+
+
 def lfm2_tensors(inv, model: Model) -> list[str]:
     """Add every LFM2 tensor to ``inv`` (an ``hf_params._Inventory``); returns the notes."""
     f, h = inv.f, inv.hidden
@@ -118,33 +151,10 @@ def lfm2_tensors(inv, model: Model) -> list[str]:
     ff = ffn_width(f, notes)
     bias = f.flag("conv_bias", False)
     inv.place = "embed"
-    inv.add("embed_tokens", vocab, h, shard="vocab")
+    inv.add("embed_tokens", vocab, h, shard="vocab", every_stage=True)
     for i, block in enumerate(model.layers):
         inv.place, inv.layer = "layer", i
-        spec = block[0] if len(block) == 1 else None
-        if isinstance(spec, ShortConv):
-            if spec.channels != h:
-                raise f.error("conv_dim", f"{spec.channels} differs from hidden_size {h}: "
-                              "vLLM's ShortConv maps hidden_size to conv_dim and back; not "
-                              "counted")
-            inv.linear("conv.in_proj", 3 * h, h, "column", bias)
-            inv.add("conv.conv.weight", h, spec.conv_kernel, shard="column")
-            if bias:
-                inv.add("conv.conv.bias", h, shard="column")
-            inv.linear("conv.out_proj", h, h, "row", bias)
-        elif isinstance(spec, FullAttention):
-            heads, kv, d = spec.num_attention_heads, spec.num_kv_heads, spec.head_dim_k
-            if h % heads or d != h // heads:
-                raise f.error("head_dim", f"{d} is not hidden_size / num_attention_heads = "
-                              f"{h} / {heads}, the head size vLLM's Lfm2Attention uses")
-            inv.linear("self_attn.q_proj", heads * d, h, "column")
-            inv.linear("self_attn.k_proj", kv * d, h, "kv", kv_heads=kv)
-            inv.linear("self_attn.v_proj", kv * d, h, "kv", kv_heads=kv)
-            inv.linear("self_attn.out_proj", h, heads * d, "row")
-            inv.norm("self_attn.q_layernorm", d)
-            inv.norm("self_attn.k_layernorm", d)
-        else:
-            raise f.error("layer_types", f"layer {i} is neither a conv nor an attention layer")
+        _mixer(inv, i, block, bias)
         inv.linear("feed_forward.w1", ff, h, "column")
         inv.linear("feed_forward.w3", ff, h, "column")
         inv.linear("feed_forward.w2", h, ff, "row")
@@ -153,3 +163,107 @@ def lfm2_tensors(inv, model: Model) -> list[str]:
     inv.place = "head"
     inv.norm("embedding_norm", h)  # the final norm, despite its name
     return notes
+
+
+# --------------------------------------------------------------------------------------------
+# LFM2-MoE
+# --------------------------------------------------------------------------------------------
+
+def _moe_layout(f: Fields, num_layers: int) -> tuple[int, int, int]:
+    """(num_dense_layers, num_experts, num_experts_per_tok), checked as vLLM 0.34's
+    lfm2_moe.py needs them: at least one MoE layer (``Lfm2MoeForCausalLM`` raises "No
+    Lfm2MoeSparseMoeBlock layer found" otherwise) and top-k within the experts."""
+    dense = f.integer("num_dense_layers", default=2, minimum=0, why="Lfm2MoeConfig default")
+    if dense >= num_layers:
+        raise f.error("num_dense_layers", f"{dense} is not below num_hidden_layers "
+                      f"{num_layers}: vLLM 0.34's lfm2_moe.py needs at least one MoE layer "
+                      "(layers from num_dense_layers on)")
+    experts = f.integer("num_experts")
+    top_k = f.integer("num_experts_per_tok")
+    if top_k > experts:
+        raise f.error("num_experts_per_tok", f"{top_k} is more than num_experts {experts}: "
+                      "the router picks top-k of the experts")
+    return dense, experts, top_k
+
+
+def lfm2_moe_tensors(inv, model: Model) -> list[str]:
+    """Add every LFM2-MoE tensor (``model_type: lfm2_moe``, LiquidAI LFM2-8B-A1B) to ``inv``.
+
+    vLLM 0.34 ``vllm/model_executor/models/lfm2_moe.py``, checked against transformers 5.24
+    ``models/lfm2_moe/modeling_lfm2_moe.py``: the mixers, the two RMSNorms per layer, the tied
+    embedding and ``embedding_norm`` are LFM2's (``_mixer``); the feed-forward is
+    - dense on layers i < ``num_dense_layers`` (``Lfm2MoeMlp``): w1 and w3 [intermediate_size,
+      hidden] (column; vLLM fuses them as w13), w2 [hidden, intermediate_size] (row), taken as
+      written: no LFM2 auto-adjust (transformers' ``Lfm2MoeMLP`` and vLLM read
+      intermediate_size as is). LFM2-8B-A1B: 3 x 7168 x 2048 = 44,040,192.
+    - routed on the rest (``Lfm2MoeSparseMoeBlock``): the router ``gate`` [num_experts, hidden]
+      (``GateLinear``, replicated, no bias), with ``use_expert_bias`` the fp32 routing bias
+      ``expert_bias`` [num_experts] (vLLM's ``e_score_correction_bias`` parameter; a buffer in
+      transformers), and num_experts SwiGLU experts w1, w3 [moe_intermediate_size, hidden] and
+      w2 [hidden, moe_intermediate_size], top ``num_experts_per_tok`` per token, sigmoid
+      scores; no shared expert. LFM2-8B-A1B: 32 x 2048 + 32 x 3 x 1792 x 2048 = 352,387,072
+      (+ 32 fp32).
+
+    LFM2-8B-A1B (24 layers, attention at 2, 6, 10, 14, 18, 21; dense layers 0 and 1): 65536 x
+    2048 + 18 x 16,783,360 + 6 x 10,485,888 + 24 x 2 x 2048 + 2 x 44,040,192 + 22 x
+    (352,387,072 + 32) + 2048 = 8,339,930,560 (transformers' Lfm2MoeForCausalLM: 8,339,929,856
+    parameters + the 22 x 32 expert_bias buffers); active (4 of 32 experts): 8,339,930,560 -
+    22 x 28 x 3 x 1792 x 2048 = 1,557,740,992 with the embedding. LiquidAI: 8.3B total, 1.5B
+    active. Returns the notes."""
+    f, h = inv.f, inv.hidden
+    _tied(f, "lfm2_moe.py")
+    vocab = f.integer("vocab_size")
+    dense, experts, top_k = _moe_layout(f, len(model.layers))
+    inter = f.integer("intermediate_size")
+    moe_inter = f.integer("moe_intermediate_size")
+    if not f.present("use_expert_bias"):
+        f.assume(f"{f.prefix}use_expert_bias = true (Lfm2MoeConfig default)")
+    expert_bias = f.flag("use_expert_bias", True)
+    bias = f.flag("conv_bias", False)
+    inv.place = "embed"
+    inv.add("embed_tokens", vocab, h, shard="vocab", every_stage=True)
+    for i, block in enumerate(model.layers):
+        inv.place, inv.layer = "layer", i
+        _mixer(inv, i, block, bias)
+        if i < dense:
+            inv.linear("feed_forward.w1", inter, h, "column")
+            inv.linear("feed_forward.w3", inter, h, "column")
+            inv.linear("feed_forward.w2", h, inter, "row")
+        else:
+            inv.num_experts, inv.top_k = experts, top_k
+            inv.linear("feed_forward.gate", experts, h, "replicated", quantized=False)
+            if expert_bias:
+                inv.add("feed_forward.expert_bias", experts, dtype="fp32")
+            for name, rows, cols, shard in (("w1", moe_inter, h, "column"),
+                                            ("w3", moe_inter, h, "column"),
+                                            ("w2", h, moe_inter, "row")):
+                inv.linear(f"feed_forward.experts.{name}", rows, cols, shard, count=experts,
+                           expert=True)
+        inv.norm("operator_norm", h)
+        inv.norm("ffn_norm", h)
+    inv.place = "head"
+    inv.norm("embedding_norm", h)
+    return []
+
+
+def check_vllm_parallel(model: Model, tp: int, pp: int) -> None:
+    """What vLLM 0.34's lfm2_moe.py refuses at load: tp above num_experts
+    (``Lfm2MoeSparseMoeBlock``: "Tensor parallel size ... is greater than the number of
+    experts"), and a pipeline stage whose layers are all dense (``Lfm2MoeForCausalLM`` finds no
+    MoE layer among its own: RuntimeError). LFM2-8B-A1B (24 layers, 2 dense): pp 12 gives stage
+    0 layers 0-1 only, refused; pp 8 (3 layers a stage) loads."""
+    from ..core.errors import ParallelismError
+    from ..core.parallel import pp_stages
+    from .hf_config import text_fields
+
+    f, _ = text_fields(model.config, model.source)
+    dense, experts, _ = _moe_layout(f, len(model.layers))
+    if tp > experts:
+        raise ParallelismError(f"vLLM's lfm2_moe.py refuses tp={tp} above the model's {experts} "
+                               "experts (Lfm2MoeSparseMoeBlock)", field="tp")
+    for stage in pp_stages(len(model.layers), pp):
+        if stage.stop <= dense:
+            raise ParallelismError(f"pp={pp}: stage layers {stage.start}-{stage.stop - 1} are all "
+                                   f"dense (num_dense_layers = {dense}), and vLLM's "
+                                   "Lfm2MoeForCausalLM raises when a stage holds no MoE layer",
+                                   field="pp")

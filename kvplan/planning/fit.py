@@ -239,13 +239,19 @@ def plan_layout(req: FitRequest) -> FitResult:
         raise ParallelismError(f"vLLM's {VLLM_NO_PP[model.model_type]} does not implement "
                                "SupportsPP ('Pipeline parallelism is not supported'): use --pp 1",
                                field="pp")
+    if layout.name == "vllm" and model.model_type == "lfm2_moe":  # lfm2_moe.py's own refusals
+        from ..loaders.params_lfm2 import check_vllm_parallel
+        check_vllm_parallel(model, req.tp, req.pp)
     if req.draft and req.pp > 1 and layout.name == "vllm":
         raise ParallelismError("vLLM runs speculative decoding without pipeline parallelism; "
                                "use --pp 1", field="pp")
     from ..engines.vllm_memory import serve_defaults
 
     total = req.total_memory_bytes or req.gpu.memory_driver_total_bytes
-    dflt_tokens, dflt_seqs = serve_defaults(total, req.gpu.name)
+    # vLLM's tiers by release; the other engines keep the tiers kvplan has applied to them
+    # (vLLM's before 0.28: their own token-budget defaults by GPU are not read)
+    dflt_tokens, dflt_seqs = serve_defaults(total, req.gpu.name,
+                                            layout.version if layout.name == "vllm" else "0.27")
     if layout.name == "sglang":  # its chunked prefill, by release and GPU tier
         from ..engines.sglang_memory import default_chunk_tokens
 
@@ -403,11 +409,16 @@ def _model_buffers(req: FitRequest, layout: EngineLayout, model: Model,
     if layout.name == "vllm" and model.compressed_attention:
         return fit_dsv4.model_buffers(model, mnbt)
     text = model.config.get("text_config")
-    if layout.name == "vllm" and isinstance(text, dict) and text.get("model_type") == "gemma3n_text":
-        # gemma3n_mm.py: per_layer_embeddings [max_num_batched_tokens, L, p] in the model dtype
-        # (the embedding's), pre-allocated for CUDA graphs. E4B at 2,048 tokens: 2,048 x 35 x
-        # 256 x 2 B = 36,700,160 B
-        layers, ple = model.num_layers, text.get("hidden_size_per_layer_input")
+    if layout.name == "vllm" and isinstance(text, dict) and text.get("model_type") in (
+            "gemma3n_text", "gemma4_text"):
+        # gemma3n_mm.py / gemma4_mm.py: per_layer_embeddings [max_num_batched_tokens, L, p] in
+        # the model dtype (the embedding's), pre-allocated for CUDA graphs when p > 0. Gemma-3n
+        # E4B at 2,048 tokens: 2,048 x 35 x 256 x 2 B = 36,700,160 B; Gemma-4 E2B at 8,192:
+        # 8,192 x 35 x 256 x 2 B = 146,800,640 B (Gemma4TextConfig's p default 256: 26B-A4B
+        # and 31B state 0)
+        layers = model.num_layers
+        ple = text.get("hidden_size_per_layer_input",
+                       256 if text.get("model_type") == "gemma4_text" else None)
         if isinstance(ple, int) and not isinstance(ple, bool) and ple > 0:
             size = dtype_bytes(model.dtype)
             extra = mnbt * layers * ple * size
