@@ -13,7 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from kvplan.loaders.benchmarks import read_benchmarks  # noqa: E402
+from kvplan.loaders.benchmarks import read_all  # noqa: E402
 from kvplan.planning.bench_predict import row_terms  # noqa: E402
 from kvplan.planning.calibration_fit import MIN_ROWS, fit, predicted_times  # noqa: E402
 
@@ -21,7 +21,7 @@ DATA = Path(__file__).parent / "data" / "aiconfigurator_silicon_sample.csv"
 
 
 def main() -> None:
-    runs, _ = read_benchmarks(DATA)
+    runs, _ = read_all([DATA])  # repeated measurements counted once
     terms, _ = row_terms(runs)
     groups = collections.defaultdict(list)
     for t in terms:

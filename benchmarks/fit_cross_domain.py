@@ -26,7 +26,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from kvplan.loaders.benchmarks import read_benchmarks  # noqa: E402
+from kvplan.loaders.benchmarks import read_all  # noqa: E402
 from kvplan.planning.bench_predict import row_terms  # noqa: E402
 from kvplan.planning.bench_validate import efficiency_for_row, evaluate_rows  # noqa: E402
 
@@ -53,7 +53,7 @@ def stats(results, metric: str) -> dict:
 
 
 def main() -> None:
-    runs, _ = read_benchmarks(DATA)
+    runs, _ = read_all([DATA])  # repeated measurements counted once
     terms, _ = row_terms(runs)
     cache: dict = {}
     rows = [t for t in terms if wide(t) and efficiency_for_row(t, cache, False).calibrated]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from fit_cross_domain import stats  # noqa: E402  (sets HF_HUB_OFFLINE; this folder is on sys.path)
 
-from kvplan.loaders.benchmarks import read_benchmarks  # noqa: E402
+from kvplan.loaders.benchmarks import read_all  # noqa: E402
 from kvplan.planning.bench_predict import row_terms  # noqa: E402
 from kvplan.planning.bench_validate import efficiency_for_row, evaluate_rows  # noqa: E402
 
@@ -41,7 +41,7 @@ METRICS = ("tpot", "ttft", "throughput")
 
 
 def main() -> None:
-    runs, _ = read_benchmarks(DATA)
+    runs, _ = read_all([DATA])  # repeated measurements counted once
     terms, _ = row_terms(runs)
     cache: dict = {}
     # the layouts the serving calibrations are fitted on (no attention DP / EP, aggregated)

@@ -17,7 +17,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from kvplan.core.scheduler_sim import SimLimits, SimRequest, simulate  # noqa: E402
-from kvplan.loaders.benchmarks import read_benchmarks  # noqa: E402
+from kvplan.loaders.benchmarks import read_all  # noqa: E402
 from kvplan.planning.bench_predict import predict, row_terms  # noqa: E402
 from kvplan.planning.bench_validate import efficiency_for_row  # noqa: E402
 from kvplan.planning.calibration_fit import held_out  # noqa: E402
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=150)
     ap.add_argument("--prompts-per-user", type=int, default=3)
     args = ap.parse_args()
-    runs, _ = read_benchmarks(DATA)
+    runs, _ = read_all([DATA])  # repeated measurements counted once
     terms, _ = row_terms(runs)
     terms = [t for t in terms if held_out(t) and t.run.concurrency <= 256]
     random.Random(0).shuffle(terms)

@@ -259,7 +259,9 @@ def test_pipeline_stages_each_hold_the_embeddings():
     """vLLM's Gemma4Model builds embed_tokens (the tied head), the per-layer embedding, its
     projection and norm and the final norm on every pipeline stage; the towers sit on the
     first. E2B at PP 2: vLLM's get_pp_indices gives 35 // 2 = 17 layers each, the one left
-    over to the first stage (layers 0..17, then 18..34)."""
+    over to the first stage (layers 0..17, then 18..34). The placement rule only: vLLM refuses
+    this split at load (layers 18..34 read layers 13 / 14's K and V on stage 0), and so does
+    kvplan fit (test_vllm_refuses_a_kv_sharing_target_on_another_stage); E4B's pp 2 loads."""
     m = load(E2B)
     w, fmt = kvplan.weight_inventory(m), kvplan.weight_format(m, None)
     h, full = 1536, {4, 9, 14, 19, 24, 29, 34}
@@ -341,3 +343,87 @@ def test_bad_sharing_is_one_line_exit_2(tmp_path, capsys, name, shared, says, co
     path.write_text(json.dumps(_text_cfg(name, num_kv_shared_layers=shared)))
     line = fail(capsys, command[0], str(path), *command[1:])
     assert line == f"kvplan: error: {path}: text_config.num_kv_shared_layers: {says}"
+
+
+# --------------------------------------------------------------------------------------------
+# Pipeline parallelism under vLLM: a KV-sharing layer must sit on its target's stage; the
+# untied LM head and the 26B-A4B / 31B embeddings also on every stage (review of 3998db3)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, pp, says", [
+    # E2B: 35 layers at pp 2 are 18 + 17 (vLLM get_pp_indices: the remainder to the stages
+    # before the last); layer 18 (sliding) reads layer 13, the last sliding layer below 15
+    (E2B, 2, "pp=2: stage 1 (layers 18-34) holds KV-sharing layer 18, which reads layer 13's "
+             "K and V on stage 0"),
+    # E4B: 42 layers at pp 3 are 14 each; layer 28 (sliding: 28 % 6 = 4) reads layer 22
+    (E4B, 3, "pp=3: stage 2 (layers 28-41) holds KV-sharing layer 28, which reads layer 22's "
+             "K and V on stage 1"),
+])
+def test_vllm_refuses_a_kv_sharing_target_on_another_stage(capsys, name, pp, says):
+    from cli_helpers import fail
+
+    line = fail(capsys, "fit", str(load(name).source), "--gpu", "h100", "--pp", str(pp))
+    assert line.startswith(f"kvplan: error: pp: {says}; vLLM's Attention refuses")
+    assert "validate_kv_sharing_target" in line
+
+
+def test_e4b_pp2_keeps_every_sharing_layer_beside_its_target(capsys):
+    """E4B at pp 2: stages 0-20 and 21-41; the targets 22 (sliding) and 23 (full) and all
+    sharing layers 24-41 on stage 1, so vLLM loads it. Stage 0 holds the towers; both hold
+    embed_tokens (tied head), the per-layer embedding, its projection and norm, the final norm."""
+    from kvplan.cli.main import run
+
+    m = load(E4B)
+    w, fmt = kvplan.weight_inventory(m), kvplan.weight_format(m, None)
+    h, full = 2560, {5, 11, 17, 23, 29, 35, 41}
+    every = V * h + V * 42 * P + 42 * P * h + P + h
+
+    def layer(i: int) -> int:
+        d = 512 if i in full else 256
+        return attention(h, 8, 2, d, i < 24) + 3 * 10_240 * h + per_layer(h)
+
+    first = every + towers(h) + sum(layer(i) for i in range(21))
+    second = every + sum(layer(i) for i in range(21, 42))
+    assert first + second == w.params_total + every
+    assert weight_bytes(w, fmt, pp=2).per_stage_bytes == (2 * first, 2 * second)
+    assert run(["fit", str(m.source), "--gpu", "h100", "--pp", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    # the busiest stage (0, with the towers) + the per-layer-embedding buffer on every rank:
+    # 8,192 tokens x 42 layers x 256 x 2 B
+    assert d["busiest_stage"] == 0 and first > second
+    assert d["memory"]["weights_bytes"] == 2 * first + 8192 * 42 * 256 * 2
+
+
+def test_untied_lm_head_is_read_on_the_last_stage_and_held_on_every_one():
+    """tie_word_embeddings false (no released E model): Gemma4ForCausalLM's own lm_head
+    [vocab, h], built on every rank; a head tensor (read by every decode step), not a lookup."""
+    cfg = _text_cfg(E2B, tie_word_embeddings=False)
+    m = load(E2B, cfg)
+    w, fmt = kvplan.weight_inventory(m), kvplan.weight_format(m, None)
+    assert w.params_total == 5_104_298_467 + V * 1536 and not w.tied_embeddings
+    (head,) = [t for t in w.tensors if t.name == "lm_head"]
+    assert (head.place, head.every_stage, head.rows, head.cols) == ("head", True, V, 1536)
+    tied = kvplan.weight_inventory(load(E2B))
+    for pp in (1, 2):
+        a = weight_bytes(w, fmt, pp=pp).per_stage_bytes
+        b = weight_bytes(tied, fmt, pp=pp).per_stage_bytes
+        assert [x - y for x, y in zip(a, b, strict=True)] == [2 * V * 1536] * pp
+
+
+def test_gemma4_26b_embedding_and_norm_on_every_vllm_stage():
+    """26B-A4B (no E features: hf_params' rules) is the same Gemma4Model: vLLM builds the tied
+    embed_tokens [262,144, 2816] and the final norm [2816] on every stage. At pp 4 against the
+    first / last rule (SGLang gemma4_causal.py: embed on the first rank, lm_head on the last):
+    stage 0 holds the norm more, stages 1 and 2 the embedding and the norm, stage 3 nothing."""
+    name = "google__gemma-4-26B-A4B.json"
+    m = load(name)
+    w, fmt = kvplan.weight_inventory(m), kvplan.weight_format(m, None)
+    h = 2816
+    vllm = weight_bytes(w, fmt, pp=4).per_stage_bytes
+    first_last = weight_bytes(w, fmt, pp=4, every_stage=False).per_stage_bytes
+    diff = [a - b for a, b in zip(vllm, first_last, strict=True)]
+    assert diff == [2 * h, 2 * (V * h + h), 2 * (V * h + h), 0]
+    assert 2 * (V * h + h) == 1_476_400_640
+    assert weight_bytes(w, fmt, pp=1).per_stage_bytes == \
+        weight_bytes(w, fmt, pp=1, every_stage=False).per_stage_bytes

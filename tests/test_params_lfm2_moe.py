@@ -260,9 +260,14 @@ def test_fit_pipeline_stage_of_dense_layers_only_is_refused(capsys):
     # pp 12: 2 layers a stage, stage 0 = layers 0-1, both dense
     line = fail(capsys, "fit", str(CONFIGS / A1B), "--gpu", "h100", "--pp", "12")
     assert "pp=12: stage layers 0-1 are all dense" in line
-    # pp 8: 3 layers a stage, stage 0 = layers 0-2 holds MoE layer 2
-    assert fit_json(capsys, CONFIGS / A1B, "--pp", "8")["memory"]["weights_bytes"] \
-        == 2_483_483_008  # test_lfm2_embedding_on_every_pipeline_stage
+    # pp 8: 3 layers a stage, stage 0 = layers 0-2 holds MoE layer 2. The budget shown is the
+    # stage whose pool limits (fewest blocks, tests/test_fit_pp_stages.py): the last, layers
+    # 21 (attention) and 22-23 (conv), all MoE, with the embedding and the final norm
+    stage7 = (VOCAB * H + ATTN + 2 * CONV + 3 * NORMS + 3 * (ROUTER + EXPERTS * EXPERT) + H) \
+        * BF16 + 3 * BIAS * FP32
+    d = fit_json(capsys, CONFIGS / A1B, "--pp", "8")
+    assert (d["busiest_stage"], d["memory"]["weights_bytes"]) == (7, stage7) \
+        == (7, 2_470_892_160)
 
 
 def test_fit_tp_above_experts_is_refused(capsys, tmp_path):
@@ -271,3 +276,28 @@ def test_fit_tp_above_experts_is_refused(capsys, tmp_path):
     line = fail(capsys, "fit", str(path), "--gpu", "h100", "--tp", "8")
     assert "tp=8 above the model's 4 experts" in line
     assert fit_json(capsys, path, "--tp", "4")["tp"] == 4
+
+
+# --------------------------------------------------------------------------------------------
+# Pipeline placement by engine (review of 3998db3): vLLM builds embed_tokens on every rank;
+# SGLang 0.5.23's Lfm2ForCausalLM / Lfm2MoeForCausalLM assert a single pipeline stage
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fname", [A1B, "FastFlowLM__LFM2-1.2B-NPU2.json"])
+def test_sglang_refuses_pipeline_parallel_lfm2(capsys, fname):
+    line = fail(capsys, "fit", str(CONFIGS / fname), "--gpu", "h100", "--pp", "2",
+                "--engine", "sglang")
+    assert line.startswith("kvplan: error: pp: SGLang's Lfm2")
+    assert "asserts pp_group.is_first_rank and is_last_rank" in line
+
+
+def test_first_last_rule_without_every_stage():
+    """weight_bytes(every_stage=False), the placement of engines that build the embedding on
+    the first rank only: at pp 8 stage 1 (layers 3-5) holds no embedding, the tied last
+    stage (layers 21-23) does."""
+    m = load(A1B)
+    w, fmt = weight_inventory(m), weight_format(m, None)
+    vllm = weight_bytes(w, fmt, pp=8).per_stage_bytes
+    first_last = weight_bytes(w, fmt, pp=8, every_stage=False).per_stage_bytes
+    assert [a - b for a, b in zip(vllm, first_last, strict=True)] == [0] + [VOCAB * H * BF16] * 6 + [0]
+    assert first_last[1] == 2_483_483_008 - VOCAB * H * BF16

@@ -22,6 +22,7 @@ import pytest
 
 from kvplan.core.benchmark import MeasuredRun
 from kvplan.core.errors import InputError
+from kvplan.engines import get_engine
 from kvplan.engines.vllm_memory import serve_defaults
 from kvplan.engines.vllm_releases import RELEASE_DAYS, release_on
 from kvplan.loaders.benchmarks import read_all
@@ -83,6 +84,59 @@ def test_utilisation_and_cuda_graphs_switch_at_0_20():
     assert b20.kv_pool_bytes == 78_241_839_185 - 16_060_522_496 - act - over - graphs
 
 
+def test_rocm_subtracts_cuda_graphs_from_0_26():
+    """vllm/v1/worker/gpu_worker.py profiles the graphs ``if not current_platform.is_rocm()``
+    in 0.20.x and ``if current_platform.is_cuda()`` up to 0.25.1; ``is_cuda_alike()`` (ROCm
+    too) from 0.26.0. Llama-3.1-8B on one MI300X (driver total 206,141,652,992 B)."""
+    act, over = 2 * GiB, GiB // 4
+    graphs = 768 * MiB + 5 * MiB * 32  # 973,078,528 B at TP 1
+    b25 = plan("llama-3.1-8b", "mi300x", "vllm@0.25.1", context_tokens=8192,
+               activation_memory_bytes=act).budget
+    b26 = plan("llama-3.1-8b", "mi300x", "vllm@0.26.0", context_tokens=8192,
+               activation_memory_bytes=act).budget
+    usable = 206_141_652_992 * 92 // 100
+    assert b25.usable_bytes == b26.usable_bytes == usable == 189_650_320_752
+    assert b25.runtime_overhead_bytes == over == 268_435_456
+    assert b26.runtime_overhead_bytes == over + graphs == 1_241_513_984
+    assert b25.kv_pool_bytes == usable - 16_060_522_496 - act - over
+    # the same release on an H100 subtracts them (CUDA)
+    h = plan("llama-3.1-8b", "h100", "vllm@0.25.1", context_tokens=8192,
+             activation_memory_bytes=act).budget
+    assert h.runtime_overhead_bytes == over + graphs
+
+
+def test_the_extensible_cache_note_only_where_0_34_sizes_the_pool_itself():
+    """0.34.0's ``CacheConfig.gpu_memory_utilization`` is ``None`` (1.0 under the extensible
+    cache, which ``kv_cache_memory_bytes`` turns off); 0.33.0's is ``Field(default=0.92)``."""
+    from kvplan.engines.vllm_memory import EXTENSIBLE_NOTE
+
+    def notes(engine: str, **kw) -> tuple[str, ...]:
+        return plan("llama-3.1-8b", "h100", engine, context_tokens=8192, **kw).budget.notes
+
+    assert EXTENSIBLE_NOTE in notes("vllm") and EXTENSIBLE_NOTE in notes("vllm@0.34.0")
+    assert EXTENSIBLE_NOTE not in notes("vllm@0.33.0")
+    assert EXTENSIBLE_NOTE not in notes("vllm", utilization=0.92)
+    assert EXTENSIBLE_NOTE not in notes("vllm", kv_cache_memory_bytes=40 * GiB)
+
+
+def test_vllm_bench_json_dates_an_unnamed_build(tmp_path: Path):
+    """``vllm bench serve`` writes ``"date": "%Y%m%d-%H%M%S"`` (serve.py) and no vLLM version:
+    a result from 2026-04-02 with no ``engine_version`` plans by 0.18.1 (out 2026-03-31)."""
+    import json
+
+    d = {"date": "20260402-231500", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B",
+         "num_prompts": 80, "request_rate": "inf", "max_concurrency": 8, "completed": 80,
+         "total_input_tokens": 80_000, "total_output_tokens": 16_000, "mean_ttft_ms": 40.0,
+         "mean_tpot_ms": 5.0, "output_throughput": 1500.0, "gpu": "h100-sxm"}
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps(d))
+    runs, problems = read_all([p])
+    assert problems == [] and runs[0].measured_on == "2026-04-02"
+    assert row_engine(runs[0])[0] == "vllm@0.18.1"
+    p.write_text(json.dumps({**d, "date": "yesterday"}))
+    assert read_all([p])[0][0].measured_on == ""
+
+
 def test_release_days():
     assert release_on("2026-04-03") == "0.19.0"  # published that day
     assert release_on("2026-04-02") == "0.18.1"
@@ -101,10 +155,37 @@ def run(engine: str, version: str, day: str = "") -> MeasuredRun:
 
 
 @pytest.mark.parametrize("version,spec", [
-    ("0.19.0", "vllm@0.19.0"), ("0.10.1.1", "vllm@0.10.1.1"), ("v0.11.2", "vllm@0.11.2"),
-    ("0.11.0rc1", "vllm@0.11.0"), ("0.9.2.post1", "vllm@0.9.2")])
+    ("0.19.0", "vllm@0.19.0"), ("v0.11.2", "vllm@0.11.2"), ("0.11.0rc1", "vllm@0.11.0"),
+    ("0.9.2.post1", "vllm@0.9.2"), ("0.9.2+cu126", "vllm@0.9.2"),
+    ("0.11.0+rocm700", "vllm@0.11.0"), ("0.11.1rc2.dev160+g9d6964926", "vllm@0.11.1")])
 def test_a_named_release_plans_by_its_rules(version, spec):
     assert row_engine(run("vllm", version)) == (spec, None)
+    get_engine(spec)  # a spec --engine takes
+
+
+def test_a_four_number_release_plans_by_the_three_number_one():
+    """0.10.1.1 and 0.9.0.1 are PyPI releases; ``--engine vllm@X`` takes three numbers, so
+    such a row (named, or dated 2025-08-20 .. 2025-09-12 with no name) plans as 0.10.1."""
+    spec, why = row_engine(run("vllm", "0.10.1.1"))
+    assert spec == "vllm@0.10.1" and why is not None and "0.10.1.1 planned by 0.10.1" in why
+    spec, why = row_engine(run("vllm", "", "2025-08-20"))
+    assert spec == "vllm@0.10.1" and why is not None and "release 0.10.1.1's rules" in why
+    # every release a measurement day can name gives a spec that plans
+    for version, day in RELEASE_DAYS:
+        get_engine(row_engine(run("vllm", "nightly", day))[0])
+        get_engine(row_engine(run("vllm", version))[0])
+
+
+def test_a_day_after_the_list_was_read_says_so():
+    spec, why = row_engine(run("vllm", "", "2027-01-15"))
+    assert spec == "vllm@0.34.0" and why is not None
+    assert "the newest release kvplan lists (PyPI read on 2026-12-03)" in why
+
+
+def test_a_day_before_the_first_listed_release_says_so():
+    spec, why = row_engine(run("vllm", "nightly", "2025-05-27"))
+    assert spec == "vllm" and why is not None
+    assert "before the first release kvplan lists (0.9.0, 2025-05-28)" in why
 
 
 def test_unnamed_builds_plan_by_the_release_out_on_their_day():

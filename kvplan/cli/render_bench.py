@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..planning.bench_predict import row_engine
 from ..planning.bench_validate import GROUPINGS, METRICS, Report, Stats, stats
 from ..report import strict_json
 
@@ -41,7 +42,9 @@ def report_json(rep: Report, verdicts: dict[str, bool]) -> str:
         "problems": [{"source": p.source, "field": p.field, "message": p.message}
                      for p in rep.problems],
         "results": [{"source": r.run.source, "model": r.run.model, "gpu": r.run.gpu,
-                     "engine": r.run.engine, "tp": r.run.tp, "dp": r.run.dp, "ep": r.run.ep,
+                     "engine": r.run.engine, "engine_version": r.run.engine_version,
+                     "planned_with": row_engine(r.run)[0],  # vllm@X: that release's rules
+                     "tp": r.run.tp, "dp": r.run.dp, "ep": r.run.ep,
                      "concurrency": r.run.concurrency,
                      "prompt_tokens": r.run.prompt_tokens, "output_tokens": r.run.output_tokens,
                      "calibration": r.calibration,
@@ -50,7 +53,8 @@ def report_json(rep: Report, verdicts: dict[str, bool]) -> str:
                      "measured": {f"{k}_s" if k != "throughput" else "output_tokens_per_s": v
                                   for k, v in r.measured.items()},
                      "errors": r.errors, "throughput_derived": r.run.throughput_derived,
-                     "detail": r.detail, "assumptions": list(r.run.assumptions),
+                     "detail": r.detail, "assumptions": [*r.run.assumptions, *(
+                         [a] if (a := row_engine(r.run)[1]) else [])],
                      "ok": r.ok} for r in rep.results],
     }, indent=1)
 

@@ -14,6 +14,24 @@ def _gib(n: int) -> str:
     return f"{n / GiB:,.2f} GiB"
 
 
+def _where(r: FitResult, stage: int) -> str:
+    """Where the per-sequence bytes are held: the busiest GPU, or under pipeline parallelism
+    the stage whose pool limits (vLLM: with the blocks a sequence takes from that pool, which
+    count every KV cache group, also those whose layers are on other stages)."""
+    if len(r.stages) == 1:
+        return "on the busiest GPU"
+    plan = next(p for p in r.stages if p.stage == stage)
+    where = f"held by stage {stage}'s layers, the stage that limits the pool"
+    if r.layout.name != "vllm" or plan.pool_groups is None or plan.dsv4 is not None:
+        return where
+    from ..planning.fit_pools import pool_usage
+
+    use = pool_usage(r, r.footprint.sequences[0].context_tokens)[0]
+    took = use.private * plan.pool_groups.block_bytes
+    return (f"{where}; it takes {use.private:,} blocks x {plan.pool_groups.block_bytes:,} B = "
+            f"{took:,} B ({_gib(took)}) of that stage's pool")
+
+
 def render_fit(r: FitResult, wide: bool = False) -> None:
     out = console()
     req, b = r.request, r.budget
@@ -67,7 +85,7 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
     held = (f"{v4.sequence_blocks(r.footprint.sequences[0].context_tokens):,} blocks x "
             f"{v4.block_bytes:,} B = " if v4 is not None else "")
     out.print(f"one {req.context_tokens:,}-token sequence: {held}{r.per_sequence_bytes:,} B "
-              f"({_gib(r.per_sequence_bytes)}) on the busiest GPU")
+              f"({_gib(r.per_sequence_bytes)}) " + _where(r, stage))
     ranks = (f" ({req.dp} DP ranks x {r.concurrency_per_rank:,}, {req.gpus} GPUs)"
              if req.dp > 1 else "")
     each = " per DP rank" if req.dp > 1 else ""

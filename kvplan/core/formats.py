@@ -176,6 +176,21 @@ FIXED_FORMATS: dict[str, KvFormat] = {
             description="DeepSeek sparse MLA: 512 fp8 latent values + 4 fp32 scales + 64 bf16 "
                         "RoPE values = 656 B per token (vLLM FlashMLA sparse, SGLang NSA)",
         ),
+        # vLLM >= 0.30 FlashMLA sparse, Blackwell SM 10.x (vllm/v1/attention/backends/mla/
+        # flashmla_sparse.py:118, 0.34): the 576-element latent as 512 e2m1 NoPE values (4 bits
+        # each, counted by element_bits over all 576), 64 e4m3 RoPE values (the 4 bits each
+        # beyond element_bits) and one e4m3 scale per 16 NoPE values (512 / 16 = 32 bytes):
+        # 576 * 4 / 8 + 64 * 4 / 8 + 32 = 288 + 32 + 32 = 352 B = 256 + 64 + 32
+        KvFormat(
+            name="nvfp4_ds_mla",
+            element_bits=4,
+            per_vector_overhead_bits=64 * (8 - 4) + 512 // 16 * 8,
+            vector_length=576,
+            native_archs=("blackwell",),
+            description="DeepSeek sparse MLA on Blackwell SM 10.x: 512 e2m1 latent values + "
+                        "32 e4m3 scales (one per 16) + 64 e4m3 RoPE values = 352 B per token "
+                        "(vLLM >= 0.30 FlashMLA sparse)",
+        ),
         _ggml("q8_0", 8, 16, "llama.cpp q8_0: 32 x int8 + fp16 scale (34 B per 32)"),
         _ggml("q4_0", 4, 16, "llama.cpp q4_0: 32 x 4-bit + fp16 scale (18 B per 32)"),
         _ggml("q4_1", 4, 32, "llama.cpp q4_1: 32 x 4-bit + fp16 scale and min (20 B per 32)"),

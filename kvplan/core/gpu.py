@@ -72,4 +72,7 @@ class GpuSpec:
             return True
         if fmt.name == "fp8_ds_mla":  # fp8 e4m3 rows of FlashMLA sparse (SM90 / SM100 only)
             return self.architecture in fmt.native_archs and "fp8_e4m3" in self.native_kv_formats
+        if fmt.name == "nvfp4_ds_mla":  # e2m1 latent + e4m3 RoPE and scales (SM100 only)
+            return (self.architecture in fmt.native_archs and "nvfp4" in self.native_kv_formats
+                    and "fp8_e4m3" in self.native_kv_formats)
         return fmt.name in self.native_kv_formats

@@ -4,7 +4,8 @@ Every formula is written with arithmetic only (no ``max``/``min`` calls on value
 same code runs on Python numbers and on numpy arrays (``kvplan.planning.sweep`` evaluates whole grids
 with it). Units are in the names: bytes, FLOPs, seconds.
 
-Decode step of a batch of B sequences at context n, on the busiest GPU (one pipeline stage):
+Decode step of a batch of B sequences at context n, on one GPU of one pipeline stage (under pp
+the mean stage, whose pp x step is the stages' sum: ``kvplan.planning.perf_model``):
 - bytes = non-expert weights (the embedding table is a lookup and is not read; a tied LM head
   is) + expected distinct experts hit x bytes of one expert per MoE layer, where B tokens
   each routing to k of E experts hit ``E x (1 - (1 - k/E)^B)`` distinct ones
@@ -97,12 +98,13 @@ class KvRead:
 
 @dataclass(frozen=True)
 class StepModel:
-    """One deployment's per-GPU terms (the busiest pipeline stage), built by
-    ``kvplan.planning.perf_model``."""
+    """One deployment's per-GPU terms of one pipeline stage (under pp the mean stage: each
+    additive term summed over the stages / pp, so that pp x its step is the sum of theirs),
+    built by ``kvplan.planning.perf_model``."""
 
     weight_bytes: float  # non-expert weights read by every step (embedding lookup excluded)
     expert_bytes: float  # one routed expert of one MoE layer on this GPU
-    moe_layers: int
+    moe_layers: float  # on the stage (the mean stage's: fractional under pp)
     num_experts: int
     top_k: int
     kv_reads: tuple[KvRead, ...]
@@ -110,7 +112,7 @@ class StepModel:
     flops_per_token: float  # 2 x active parameters on this GPU
     attn_flops: tuple[KvRead, ...]  # attention FLOPs per cached token (same caps)
     hidden_size: int
-    layers: int  # decoder layers on the stage
+    layers: float  # decoder layers on the stage (the mean stage's: fractional under pp)
     tp: int
     pp: int
     hbm_bytes_per_s: float  # datasheet
@@ -133,7 +135,7 @@ class StepModel:
     #: decode context parallelism (vLLM's ag_rs backend): per attention layer 3 collectives
     #: (query all-gather, LSE all-gather, output reduce-scatter) over the dcp GPUs moving
     #: ``dcp_bytes_per_token`` (all the stage's layers) per token of the step
-    dcp_layers: int = 0
+    dcp_layers: float = 0
     dcp_bytes_per_token: float = 0.0
     #: GPUs one NVLink domain joins (0: no limit stated) and the per-GPU link between domains:
     #: a collective over more GPUs than a domain crosses it (``cross_domain_factor``)
@@ -141,7 +143,7 @@ class StepModel:
     scale_out_bytes_per_s: float = 0.0
     #: of ``layers``, those that compute their own top-k with a lightning indexer (each costs
     #: ``Efficiency.indexer_overhead_s`` per forward pass)
-    indexer_layers: int = 0
+    indexer_layers: float = 0
 
 
 def cross_domain_factor(m: StepModel, group: int, all_to_all: bool) -> float:

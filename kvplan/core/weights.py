@@ -55,8 +55,10 @@ class Tensor:
     #: a tensor placed with the embedding that every token still runs through (Gemma-3n's
     #: per-layer and AltUp projections): read by every decode step, unlike a lookup or a tower
     per_token: bool = False
-    #: an embedding every pipeline stage allocates (vLLM 0.34 lfm2.py / lfm2_moe.py build
-    #: embed_tokens on every PP rank, not only the first and, tied, the last)
+    #: a tensor every pipeline stage allocates under vLLM (0.34 lfm2.py / lfm2_moe.py /
+    #: gemma4.py build embed_tokens on every PP rank, not only the first and, tied, the last;
+    #: gemma4.py also its norm and an untied lm_head); ``weight_bytes(every_stage=False)`` for
+    #: engines that place them by the first / last rule
     every_stage: bool = False
 
     @property
@@ -266,9 +268,16 @@ def expert_layer_bytes(w: Weights, fmt: WeightFormat, split: MoeSplit) -> int:
 
 
 def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1,
-                 split: MoeSplit | None = None) -> WeightBytes:
+                 split: MoeSplit | None = None, every_stage: bool = True) -> WeightBytes:
     """Exact weight bytes per GPU under ``tp`` x ``pp`` (ceil to whole bytes per stage); with
-    ``split``, under data / expert parallelism as one engine places the tensors."""
+    ``split``, under data / expert parallelism as one engine places the tensors.
+
+    Pipeline placement: layers on their stage, the embedding on the first (and, tied, on the
+    last: the LM head reads it), the head on the last; a tensor marked ``every_stage`` on every
+    stage, as vLLM 0.34 builds it (lfm2.py / gemma4.py: embed_tokens and, in gemma4.py, the
+    norm and lm_head have no first / last rank test). ``every_stage=False`` places those by
+    the first / last rule instead (SGLang 0.5.23 gemma4_causal.py builds embed_tokens on the
+    first rank and lm_head on the last)."""
     split = split or plain_split(tp)
     tp = split.tp
     num_layers = 1 + max((t.layer for t in w.tensors if t.layer is not None), default=-1)
@@ -284,9 +293,11 @@ def weight_bytes(w: Weights, fmt: WeightFormat, *, tp: int = 1, pp: int = 1,
             continue
         total += fmt.tensor_bytes(t)
         b = rank_tensor_bytes(t, fmt, split)
-        if t.place == "embed":
+        if t.every_stage and every_stage:
+            where = list(range(pp))
+        elif t.place == "embed":
             tied = pp > 1 and w.tied_embeddings and t.name == "embed_tokens"
-            where = list(range(pp)) if t.every_stage else [0, pp - 1] if tied else [0]
+            where = [0, pp - 1] if tied else [0]
         elif t.place == "head":
             where = [pp - 1]
         else:

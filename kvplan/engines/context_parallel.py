@@ -18,7 +18,8 @@ for GQA/MQA; ``vllm/config/parallel.py``, ``vllm/config/model.py``,
 - Refused: sliding-window and chunked-local layers ("DCP not support sliding window"),
   hybrids with recurrent state before 0.26 ("DCP not support hybrid attn now"); GQA on ROCm
   (its decode backends lack ``supports_dcp``; ``kvplan.planning.fit``). vLLM also refuses the
-  ``nvfp4_ds_mla`` KV format under DCP, which kvplan does not model at all.
+  ``nvfp4_ds_mla`` KV format under DCP (0.34 ``validate_nvfp4_kv_cache_with_mla``); kvplan
+  refuses DCP on the sparse-MLA models that format serves (their indexer cache).
 Not modelled by kvplan (refused with that reason): DCP on Mamba / linear-attention hybrids
 (vLLM >= 0.26 keeps the state replicated and takes the LCM of the groups' scheduler blocks),
 sparse-MLA indexer caches, and every other engine (SGLang's ``--dcp-size`` is not yet read).

@@ -92,6 +92,33 @@ def vllm_groups(layers: Sequence[PoolLayer]) -> PoolGroups:
     return PoolGroups(tuple(groups), group_size, page * group_size, padding, page, False)
 
 
+def vllm_stage_groups(groups: PoolGroups, layers: Sequence[PoolLayer],
+                      stage: Sequence[int]) -> PoolGroups:
+    """The whole model's KV cache groups as one pipeline stage holds them (vLLM >= 0.11).
+
+    ``get_kv_cache_configs`` (0.11 ``vllm/v1/core/kv_cache_utils.py``; 0.34
+    ``vllm/v1/core/kv_cache_planning.py``, ``_project_kv_cache_groups_to_worker``) groups the
+    layers of the whole model (every worker's specs merged), then gives each stage every group
+    with only its own layers in it (possibly none). A stage's block is its largest group there:
+    ``max over groups of the pages of its layers on the stage`` (0.34
+    ``_get_kv_cache_bytes_per_block``; 0.11 ``group_size = max(len(group.layer_names))`` x the
+    page), and its pool holds ``available // block`` blocks; the scheduler takes the smallest
+    count over the stages, and every sequence draws blocks for every group from that one pool.
+    ``stage``: the indices (into ``layers``, the whole model's) of the stage's layers; the
+    result's ``groups`` index the stage's own layers, one entry per whole-model group.
+
+    LFM2-8B-A1B (24 layers, attention on 2, 6, 10, 14, 18, 21): 6 attention + 18 short-conv
+    layers -> groups of 6: one attention group and three conv groups (every third conv layer);
+    at pp 8 stage 1 (layers 3-5, conv only) holds one layer of each conv group, so its block is
+    one 32,768 B page (not 3 pages, as grouping its own three layers would give)."""
+    local = {g: i for i, g in enumerate(stage)}
+    projected = tuple(tuple(local[i] for i in grp if i in local) for grp in groups.groups)
+    block = max(sum(layers[stage[i]].page_bytes for i in grp) for grp in projected)
+    size = max(len(grp) for grp in projected)
+    return PoolGroups(projected, size, block, groups.padding_layers,
+                      block if groups.uniform_type else groups.page_bytes, groups.uniform_type)
+
+
 def vllm_num_blocks(available_bytes: int, groups: PoolGroups) -> int:
     """``get_num_blocks``: whole blocks of every group's layers that fit the pool."""
     if available_bytes <= 0:

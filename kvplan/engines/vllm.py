@@ -41,7 +41,7 @@ Rules, with where vLLM implements them:
 from __future__ import annotations
 
 from .base import EngineLayout, parse_version, version_tuple
-from .vllm_mla import release_default_block
+from .vllm_mla import NVFP4_DS_MLA_FIRST, release_default_block
 
 DEFAULT_VERSION = "main"
 #: the newest release whose source kvplan has read (sdists on PyPI, 2026-12)
@@ -71,7 +71,7 @@ FIRST_RELEASE: dict[str, str | None] = {
 #: KV formats vLLM refuses on MLA models, from 0.21 (not in 0.20's config/vllm.py)
 MLA_REFUSED = {"nvfp4": "the plain nvfp4 layout (head_size / 2 + head_size / 16) does not apply "
                         "to MLA (vllm/config/vllm.py validate_nvfp4_kv_cache_with_mla; use fp8, "
-                        "auto, or nvfp4_ds_mla, which kvplan does not model)"}
+                        "auto, or nvfp4_ds_mla on a sparse-MLA model)"}
 #: Model types vLLM has never served (not in any registry read).
 UNSERVED = {"bailing_moe_linear": "Ring-linear-2.0's BailingMoeLinearV2ForCausalLM is not in "
                                   "vLLM's registry; SGLang serves it"}
@@ -85,6 +85,8 @@ def vllm_layout(version: str | None = None) -> EngineLayout:
         formats |= {"nvfp4", "int8_per_token", "fp8_ds_mla"}  # main's nvfp4, int8_per_token_head;
         # fp8_ds_mla: DeepSeek-V3.2 / GLM-5 on FlashMLA sparse (vllm/v1/attention/backends/mla/
         # flashmla_sparse.py)
+    if version_tuple(version) >= version_tuple(NVFP4_DS_MLA_FIRST):
+        formats.add("nvfp4_ds_mla")  # its 352 B sparse-MLA row (vllm_mla.nvfp4_ds_mla_backend)
     return EngineLayout(
         name="vllm",
         version=version,

@@ -9,6 +9,7 @@ Modelled (sources and real logs in docs/budget-research.md):
   0.20.0 (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" in that sdist's
   ``vllm/envs.py``, "0" in 0.19.1's; its log line says "default since v0.21.0"), minus the
   estimated CUDA graph memory; before that graphs live in the ``1 - utilisation`` headroom.
+  On ROCm the estimate is subtracted only from 0.26.0 (``subtracts_cuda_graphs``).
   Memory in use before the init snapshot (the CUDA context) is not charged.
 - ``--kv-cache-memory-bytes`` replaces the whole computation (profiling still runs).
 - Estimates (empirical fits to vLLM 0.19 H100 logs, each overridable):
@@ -46,8 +47,13 @@ def default_utilization(version: str) -> Fraction:
     return Fraction(9, 10) if version_tuple(version) < (0, 20) else Fraction(92, 100)
 
 
-def subtracts_cuda_graphs(version: str) -> bool:
-    return version_tuple(version) >= (0, 20)
+def subtracts_cuda_graphs(version: str, rocm: bool = False) -> bool:
+    """Whether ``determine_available_memory`` subtracts the CUDA-graph estimate: from 0.20.0
+    on CUDA; on ROCm from 0.26.0 (``vllm/v1/worker/gpu_worker.py`` profiles the graphs only
+    ``if not current_platform.is_rocm()`` in 0.20.0 - 0.20.2 and ``if
+    current_platform.is_cuda()`` in 0.21.0 - 0.25.1, ``is_cuda_alike()`` from 0.26.0's sdist).
+    Llama-3.1-8B on one MI300X under ``vllm@0.25.0``: no graph term, overhead 0.25 GiB."""
+    return version_tuple(version) >= ((0, 26) if rocm else (0, 20))
 
 
 def serve_defaults(total_bytes: int, gpu_name: str, version: str) -> tuple[int, int]:
@@ -103,14 +109,17 @@ def vllm_budget(i: BudgetInputs, version: str, *, last_stage: bool = True) -> Bu
     requested = int(i.total_bytes * util)
     act = activation_estimate(i, version, last_stage)
     non_torch = non_torch_estimate(i.tp)
-    graphs = cuda_graph_estimate(i.num_layers, i.tp) if subtracts_cuda_graphs(version) else 0
+    rocm = i.gpu is not None and i.gpu.vendor == "amd"
+    since = "0.26 on ROCm" if rocm else "0.20"
+    subtracted = subtracts_cuda_graphs(version, rocm)
+    graphs = cuda_graph_estimate(i.num_layers, i.tp) if subtracted else 0
     where = "NCCL / all-reduce buffers with TP" if i.tp > 1 else "one GPU"
     over_how = (f"non-torch {non_torch:,} B ({where})"
-                + (f" + CUDA graphs {graphs:,} B (subtracted since 0.20)" if graphs else
-                   "; CUDA graphs use the 1 - utilisation headroom before 0.20"))
+                + (f" + CUDA graphs {graphs:,} B (subtracted since {since})" if graphs else
+                   f"; CUDA graphs use the 1 - utilisation headroom before {since}"))
     a = i.activation_bytes if i.activation_bytes is not None else act[0]
     o = i.runtime_overhead_bytes if i.runtime_overhead_bytes is not None else non_torch + graphs
-    graphs_rule = " - CUDA graphs" if subtracts_cuda_graphs(version) else ""
+    graphs_rule = " - CUDA graphs" if subtracted else ""
     ep_rule = " - expert-parallel buffers" if i.ep_buffers_bytes else ""
     return assemble(
         i, engine=f"vllm {version}",

@@ -9,6 +9,9 @@ that release, which kvplan cannot see).
 
 from __future__ import annotations
 
+#: the day the list was read: a later day may have releases it lacks
+READ_ON = "2026-12-03"
+
 RELEASE_DAYS: tuple[tuple[str, str], ...] = (
     ("0.9.0", "2025-05-28"),
     ("0.9.0.1", "2025-05-30"),

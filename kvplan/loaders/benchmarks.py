@@ -23,6 +23,7 @@ import io
 import json
 import math
 import re
+from dataclasses import fields
 from pathlib import Path
 
 from ..core.benchmark import MeasuredRun, RowProblem
@@ -246,12 +247,18 @@ def _serving_json_row(d: dict, where: str, fmt: str, meta: dict[str, str]) -> Me
     tpot = d.get("mean_tpot_ms")
     if tpot in (0, 0.0, "0", "0.0"):  # vLLM writes 0 when every output is one token
         tpot = None
+    # ``vllm bench serve`` stamps its result with the client's local time, "%Y%m%d-%H%M%S"
+    # (``result_json["date"]``, vllm/benchmarks/serve.py of 0.11.0 and 0.34.0): the day an
+    # unnamed vLLM build is dated by (``planning.bench_predict.row_engine``); SGLang's
+    # bench_serving records none
+    stamp = re.fullmatch(r"(\d{4})(\d{2})(\d{2})-\d{6}", str(d.get("date") or ""))
     isl = _positive(d.get("total_input_tokens"), "total_input_tokens") / completed
     osl = _positive(d.get("total_output_tokens"), "total_output_tokens") / completed
     return MeasuredRun(
         source=where, model=str(fields["model"]), gpu=str(fields["gpu"]),
         engine=_engine(fields["engine"], "engine"),
         engine_version=str(fields.get("engine_version", "")),
+        measured_on="-".join(stamp.groups()) if stamp else "",
         tp=_positive_int(fields.get("tp", 1), "tp"), pp=_positive_int(fields.get("pp", 1), "pp"),
         weight_dtype=fields.get("weight_dtype") or None, kv_dtype=fields.get("kv_dtype") or "auto",
         prompt_tokens=max(1, round(isl)), output_tokens=max(1, round(osl)),
@@ -359,13 +366,39 @@ def read_benchmarks(path: Path, meta: dict[str, str] | None = None
                              "columns)", source=str(path))
 
 
+#: what makes two rows one measurement: everything but where it is filed (source, sweep, the
+#: release label, the day, the reader's notes)
+_PROVENANCE = {"source", "group", "engine_version", "measured_on", "assumptions", "tolerance"}
+
+
+REPEAT = ("repeats an earlier row's measurement (every setting and measured value equal): "
+          "counted once")
+
+
+def measurement_key(run: MeasuredRun) -> tuple:
+    """The deployment, the workload and every measured value, to the last digit."""
+    return tuple(getattr(run, f.name) for f in fields(run) if f.name not in _PROVENANCE)
+
+
 def read_all(paths: list[Path], meta: dict[str, str] | None = None
              ) -> tuple[list[MeasuredRun], list[RowProblem]]:
-    """Every row of every file, in order, and the rows that could not be read."""
+    """Every row of every file, in order, and the rows that could not be read. A row equal to
+    an earlier one in everything but its provenance (``measurement_key``: the same deployment,
+    workload and measured TTFT / TPOT / throughput to the last digit) is the same measurement
+    filed twice - AIConfigurator's silicon sample files 711 of its 5,221 rows again under
+    other source files - and is counted once, so that no measurement is both fitted and judged
+    or weighs twice in a median; each repeat is reported as a problem."""
     runs: list[MeasuredRun] = []
     problems: list[RowProblem] = []
+    first: set[tuple] = set()
     for p in paths:
         rs, ps = read_benchmarks(p, meta)
-        runs += rs
+        for r in rs:
+            key = measurement_key(r)
+            if key in first:
+                problems.append(RowProblem(r.source, "row", REPEAT))
+                continue
+            first.add(key)
+            runs.append(r)
         problems += ps
     return runs, problems

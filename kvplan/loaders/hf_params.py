@@ -702,7 +702,10 @@ def weight_inventory(model: Model) -> Weights:
                       "--weight-memory")
     inv = _Inventory(f, mt, hidden)
     inv.place = "embed"
-    inv.add("embed_tokens", vocab, hidden, shard="vocab")
+    # vLLM 0.34 gemma4.py (Gemma4Model, Gemma4ForCausalLM) builds embed_tokens, the final norm
+    # and the lm_head on every pipeline rank (no first / last rank test), as for the E models
+    every = mt == "gemma4_text"
+    inv.add("embed_tokens", vocab, hidden, shard="vocab", every_stage=every)
     pattern = None
     if mt == "nemotron_h":
         from .ssm_families import _nemotron_pattern
@@ -716,13 +719,16 @@ def weight_inventory(model: Model) -> Weights:
             continue
         _ffn(inv, i, block, pattern)
     inv.place = "head"
-    inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS or _mamba_ssm_layernorm(f, mt))
+    if every:
+        inv.add("final_norm.weight", hidden, every_stage=True)
+    else:
+        inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS or _mamba_ssm_layernorm(f, mt))
     if mt == "mamba_ssm":  # mamba_ssm MambaConfig: tie_embeddings, default True
         tied = f.flag("tie_embeddings", True)
     else:
         tied = f.flag("tie_word_embeddings", TIE_DEFAULTS.get(mt, False))
     if not tied:
-        inv.add("lm_head", vocab, hidden, shard="vocab")
+        inv.add("lm_head", vocab, hidden, shard="vocab", every_stage=every)
     notes: list[str] = []
     extra_name = ""
     from .hf_config import MAX_MTP_LAYERS

@@ -135,8 +135,6 @@ def _text(inv, f: Fields, model: Model, model_type: str) -> bool:
 
     inv.place = "embed"
     inv.add("embed_tokens", vocab, h, shard="vocab", every_stage=True)
-    if not tied:
-        inv.add("lm_head", vocab, h, shard="vocab", every_stage=True)
     if ple:
         ple_vocab = f.integer("vocab_size_per_layer_input", default=PLE_VOCAB_DEFAULT,
                               why="Gemma4TextConfig default")
@@ -169,6 +167,9 @@ def _text(inv, f: Fields, model: Model, model_type: str) -> bool:
             inv.linear("per_layer_projection", h, ple, "replicated")
             inv.norm("post_per_layer_input_norm", h)
         inv.add("layer_scalar", 1)  # a loaded buffer
+    if not tied:  # Gemma4ForCausalLM's own ParallelLMHead, built on every stage, read each step
+        inv.place = "head"
+        inv.add("lm_head", vocab, h, shard="vocab", every_stage=True)
     return tied
 
 
@@ -251,3 +252,39 @@ def gemma4_e_tensors(inv, model: Model) -> tuple[list[Fields], bool, list[str]]:
                           "Gemma4ForCausalLM builds no towers; not counted, pass --weight-memory",
                           source=model.source, field="audio_config")
     return read, tied, notes
+
+
+def check_vllm_pipeline(model: Model, pp: int) -> None:
+    """What vLLM 0.34 refuses at load when a KV-sharing layer and the layer whose K and V it
+    reads sit on different pipeline stages: each rank builds only its own layers
+    (``make_layers``), and ``Attention`` checks the target in its rank's forward context
+    (``validate_kv_sharing_target``, vllm/model_executor/layers/attention/attention.py: "is not
+    a valid Attention layer in the model"). A sharing layer j >= S reads the last layer below S
+    of its own type (gemma4.py ``kv_sharing_target_layer_name``), so the stage holding j must
+    also hold that target. E2B (35 layers, S 15, targets 13 sliding / 14 full) at pp 2: stages
+    0-17 and 18-34, layer 18 reads layer 13 on stage 0: refused. E4B (42 layers, S 24, targets
+    22 / 23) at pp 2: stages 0-20 and 21-41, every sharing layer beside its target: served; at
+    pp 3 (28-41 against 22 / 23 on stage 1) refused."""
+    if pp <= 1 or not model.kv_shared_layers:
+        return
+    from ..core.errors import ParallelismError
+    from ..core.parallel import pp_stages
+    from .hf_config import text_fields
+
+    f, _ = text_fields(model.config, model.source)
+    _, kinds = gemma4_blocks(f, "gemma4_text")
+    first = len(kinds) - model.kv_shared_layers
+    target = {k: max(i for i in range(first) if kinds[i] == k) for k in set(kinds[first:])}
+    stages = pp_stages(len(kinds), pp)
+    for s, stage in enumerate(stages):
+        for j in range(max(stage.start, first), stage.stop):
+            t = target[kinds[j]]
+            if t < stage.start:
+                home = next(i for i, r in enumerate(stages) if t in r)
+                raise ParallelismError(
+                    f"pp={pp}: stage {s} (layers {stage.start}-{stage.stop - 1}) holds KV-sharing "
+                    f"layer {j}, which reads layer {t}'s K and V on stage {home}; vLLM's Attention "
+                    "refuses a KV-sharing target outside its own stage "
+                    "(validate_kv_sharing_target): use a pp that keeps layers "
+                    f"{min(target.values())}-{len(kinds) - 1} on one stage, or --pp 1",
+                    field="pp")

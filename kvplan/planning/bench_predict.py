@@ -39,7 +39,22 @@ class RowTerms:
         return (self.plan.request.gpu.key, self.run.engine)
 
 
-_RELEASE = re.compile(r"v?(\d+\.\d+(?:\.\d+){0,2})(?:[.+-]?(?:post|rc|dev)[0-9a-z.+-]*)?")
+#: a release as pip and ``vllm --version`` spell it: v0.19.0, 0.10.1.1, 0.11.0rc1, 0.9.2.post1,
+#: 0.11.1rc2.dev160+g9d6964926, and PEP 440 local labels of CUDA / ROCm builds (0.10.1.1+cu126)
+_RELEASE = re.compile(r"v?(\d+\.\d+(?:\.\d+){0,2})(?:[.+-]?(?:post|rc|dev)[0-9a-z.+-]*|\+[0-9a-z.]+)?",
+                      re.IGNORECASE)
+
+
+def _release_rules(release: str) -> tuple[str, str | None]:
+    """``vllm@X`` for a release, and the assumption when kvplan reads it as another: a fourth
+    number (0.9.0.1, 0.10.1.1: patch re-releases) is planned by the three-number release,
+    which is as far as kvplan's release rules and ``--engine vllm@X`` go."""
+    parts = release.split(".")
+    if len(parts) <= 3:
+        return f"vllm@{release}", None
+    three = ".".join(parts[:3])
+    return f"vllm@{three}", (f"vLLM {release} planned by {three}'s rules (kvplan's vLLM "
+                             "release rules name three numbers)")
 
 
 def row_engine(run: MeasuredRun) -> tuple[str, str | None]:
@@ -55,14 +70,21 @@ def row_engine(run: MeasuredRun) -> tuple[str, str | None]:
         return run.engine, None
     named = _RELEASE.fullmatch(run.engine_version)
     if named:
-        return f"vllm@{named.group(1)}", None
-    from ..engines.vllm_releases import release_on
+        return _release_rules(named.group(1))
+    from ..engines.vllm_releases import READ_ON, RELEASE_DAYS, release_on
 
     build = run.engine_version or "with no version"
     release = release_on(run.measured_on) if run.measured_on else None
     if release:
-        return f"vllm@{release}", (f"vLLM build {build} measured on {run.measured_on}: planned by "
-                                   f"release {release}'s rules, the last release out by then")
+        spec, also = _release_rules(release)
+        last = ("the last release out by then" if run.measured_on <= READ_ON else
+                f"the newest release kvplan lists (PyPI read on {READ_ON})")
+        return spec, (f"vLLM build {build} measured on {run.measured_on}: planned by release "
+                      f"{release}'s rules, {last}" + (f"; {also}" if also else ""))
+    if run.measured_on:
+        first, day = RELEASE_DAYS[0]
+        return "vllm", (f"vLLM build {build} measured on {run.measured_on}, before the first "
+                        f"release kvplan lists ({first}, {day}): planned by vLLM main's rules")
     return "vllm", f"vLLM build {build} with no measurement day: planned by vLLM main's rules"
 
 

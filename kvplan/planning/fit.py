@@ -31,7 +31,12 @@ from ..engines.expert_buffers import (
     expert_parallel_memory,
     redundant_experts,
 )
-from ..engines.kvpool import vllm_groups, vllm_hybrid_block_size, vllm_num_blocks
+from ..engines.kvpool import (
+    vllm_groups,
+    vllm_hybrid_block_size,
+    vllm_num_blocks,
+    vllm_stage_groups,
+)
 from ..engines.parallel_rules import moe_split
 from . import fit_dsv4
 from .fit_pools import pool_layers
@@ -205,6 +210,10 @@ def _split_note(split: MoeSplit, weights: Weights | None) -> str:
 #: gemma3n_mm.py (0.34), minimax_text_01.py (0.13, the last releases that serve MiniMax-M1)
 VLLM_NO_PP = {"gemma3n_text": "Gemma3nForConditionalGeneration",
               "minimax_m1": "MiniMaxText01ForCausalLM", "minimax_text_01": "MiniMaxText01ForCausalLM"}
+#: text model types whose SGLang model class asserts a single pipeline stage
+#: (``assert self.pp_group.is_first_rank and self.pp_group.is_last_rank``): SGLang 0.5.23
+#: srt/models/lfm2.py and lfm2_moe.py
+SGLANG_NO_PP = {"lfm2": "Lfm2ForCausalLM", "lfm2_moe": "Lfm2MoeForCausalLM"}
 
 
 def _check_kimi_k3_padding(req: FitRequest, layout: EngineLayout) -> None:
@@ -242,6 +251,13 @@ def plan_layout(req: FitRequest) -> FitResult:
     if layout.name == "vllm" and model.model_type == "lfm2_moe":  # lfm2_moe.py's own refusals
         from ..loaders.params_lfm2 import check_vllm_parallel
         check_vllm_parallel(model, req.tp, req.pp)
+    if layout.name == "vllm" and model.model_type == "gemma4_text":  # KV sharing across stages
+        from ..loaders.params_gemma4 import check_vllm_pipeline
+        check_vllm_pipeline(model, req.pp)
+    if req.pp > 1 and layout.name == "sglang" and model.model_type in SGLANG_NO_PP:
+        raise ParallelismError(f"SGLang's {SGLANG_NO_PP[model.model_type]} serves one pipeline "
+                               "stage only (it asserts pp_group.is_first_rank and is_last_rank): "
+                               "use --pp 1", field="pp")
     if req.draft and req.pp > 1 and layout.name == "vllm":
         raise ParallelismError("vLLM runs speculative decoding without pipeline parallelism; "
                                "use --pp 1", field="pp")
@@ -335,7 +351,10 @@ def plan_layout(req: FitRequest) -> FitResult:
         raise InputError(f"parameter count for {model.model_type} is not modelled; pass "
                          "--weight-memory", field="--weight-memory")
     else:
-        wb = weight_bytes(req.weights, req.weight_format, pp=req.pp, split=split)
+        # embeddings vLLM builds on every pipeline rank (Tensor.every_stage); other engines:
+        # the first stage and, tied, the last
+        wb = weight_bytes(req.weights, req.weight_format, pp=req.pp, split=split,
+                          every_stage=layout.name == "vllm")
         stage_weights = list(wb.per_stage_bytes)
         if req.tp > 1:
             notes.append(f"weights under tp {req.tp}: linear layers and the vocabulary split "
@@ -387,17 +406,59 @@ def plan_layout(req: FitRequest) -> FitResult:
         if last and draft_fp is not None:
             costs += [c for layer in draft_fp.layer_costs for c in layer]
         pls = pool_layers(costs, block, state_page, max_model_len)
-        nb, g = None, None
-        if layout.name == "vllm" and pls:
-            try:
-                g = vllm_groups(pls)
-            except ValueError as e:
-                raise InputError(f"vLLM cannot pool this model's caches: {e}", field="MODEL") from None
-            nb = vllm_num_blocks(budget.kv_pool_bytes, g)
-        plans.append(StagePlan(s, len(rng), budget, tuple(pls), nb, g))
+        plans.append(StagePlan(s, len(rng), budget, tuple(pls), None))
+    if layout.name == "vllm" and v4_notes is None:
+        plans = _vllm_stage_pools(plans, layout)
 
     result = conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, plans, notes)
     return replace(result, split=split, start_block_size_tokens=start_block, expert_memory=epm)
+
+
+def _vllm_stage_pools(plans: list[StagePlan], layout: EngineLayout) -> list[StagePlan]:
+    """Each stage's KV cache groups and block count under vLLM.
+
+    From 0.11 (``get_kv_cache_configs``) the groups are the whole model's, each stage holding
+    its own layers of every group (``kvpool.vllm_stage_groups``): its block is its largest
+    group's pages there, its pool ``available // block`` blocks. 0.10 grouped each stage's
+    own layers and drove every stage with stage 0's groups (``EngineCore._initialize_kv_caches``:
+    "All workers have the same kv_cache_config except layer names"), so a stage whose groups
+    differ from stage 0's is refused there. At pp 1 the two agree."""
+    from .fit_pools import scheduler_pool
+
+    cached = [p for p in plans if p.pool_layers]
+    if not cached:
+        return plans
+    try:
+        every, whole = scheduler_pool(plans, layout)
+        own = {p.stage: vllm_groups(p.pool_layers) for p in cached}
+    except ValueError as e:
+        raise InputError(f"vLLM cannot pool this model's caches: {e}", field="MODEL") from None
+    old = version_tuple(layout.version) < (0, 11, 0)
+    if old:
+        from collections import Counter
+
+        def kinds(p: StagePlan) -> Counter:
+            return Counter(p.pool_layers[grp[0]].key for grp in own[p.stage].groups)
+        first = cached[0]
+        for p in cached[1:]:
+            if kinds(p) != kinds(first):
+                raise ParallelismError(
+                    f"vLLM {layout.version} groups each pipeline stage's own cache layers and "
+                    f"runs every stage with stage {first.stage}'s groups (EngineCore."
+                    f"_initialize_kv_caches); stage {p.stage}'s groups ({len(own[p.stage].groups)}) "
+                    f"differ from stage {first.stage}'s ({len(own[first.stage].groups)}), which "
+                    "that release does not handle: plan with --engine vllm@0.11.0 or later, which "
+                    "groups the whole model's layers", field="pp")
+    out, start = [], 0
+    for p in plans:
+        idx = range(start, start + len(p.pool_layers))
+        start += len(p.pool_layers)
+        if not p.pool_layers:
+            out.append(p)
+            continue
+        g = own[p.stage] if old else vllm_stage_groups(whole, every, idx)
+        out.append(replace(p, num_blocks=vllm_num_blocks(p.budget.kv_pool_bytes, g), pool_groups=g))
+    return out
 
 
 def _model_buffers(req: FitRequest, layout: EngineLayout, model: Model,

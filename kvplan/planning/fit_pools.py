@@ -11,9 +11,10 @@ from fractions import Fraction
 
 from ..core.parallel import pp_stages
 from ..core.units import cdiv, ceil_bytes
+from ..engines.base import version_tuple
 from ..engines.costs import LayerCost
-from ..engines.kvpool import PoolLayer, vllm_groups
-from .fit_types import FitResult, StagePlan
+from ..engines.kvpool import PoolGroups, PoolLayer, vllm_groups
+from .fit_types import FitResult
 from .footprint import Footprint
 
 
@@ -99,12 +100,29 @@ def prefix_bytes(costs: list[LayerCost], prefix: int, block: int) -> int:
                            if not c.state_bytes_per_rank and pool_kind(c) == "full"), Fraction(0)))
 
 
-def vllm_seq_blocks(plan: StagePlan, fp_block: int, n: int, prefix: int, layout) -> tuple[int, int]:
-    """(private blocks per sequence, shared prefix blocks) at context n for one stage."""
-    g = plan.pool_groups or vllm_groups(plan.pool_layers)
+def scheduler_pool(stages, layout) -> tuple[tuple[PoolLayer, ...], PoolGroups]:
+    """The cache layers and KV cache groups vLLM's scheduler allocates blocks for: from 0.11 the
+    whole model's (every stage's pool layers in layer order, grouped together:
+    ``get_kv_cache_configs``, see ``kvpool.vllm_stage_groups``), before it the first stage's
+    own (the scheduler took worker 0's config). Every sequence takes blocks of every group from
+    one pool of ``min over stages`` blocks, whichever stage holds the group's layers."""
+    cached = [p for p in stages if p.pool_layers]
+    if not cached:
+        raise ValueError("no cache layers")
+    if version_tuple(layout.version) < (0, 11, 0):
+        first = cached[0]
+        return first.pool_layers, first.pool_groups or vllm_groups(first.pool_layers)
+    every = tuple(lay for p in cached for lay in p.pool_layers)
+    return every, vllm_groups(every)
+
+
+def vllm_seq_blocks(layers: tuple[PoolLayer, ...], groups: PoolGroups, n: int, prefix: int,
+                    layout) -> tuple[int, int]:
+    """(private blocks per sequence, shared prefix blocks) at context n: one count per KV cache
+    group of the scheduler's (``scheduler_pool``), all drawn from the one block pool."""
     private = shared = 0
-    for grp in g.groups:
-        lay = plan.pool_layers[grp[0]]
+    for grp in groups.groups:
+        lay = layers[grp[0]]
         if lay.kind == "state":
             private += 1
             continue
@@ -153,7 +171,8 @@ class PoolUse:
 
 
 def pool_usage(r: FitResult, n: int, prefix_tokens: int = 0) -> list[PoolUse]:
-    """Per pool (each pipeline stage; SGLang's full and sliding pools) what an ``n``-token
+    """Per pool (vLLM's one block pool; each pipeline stage of the token-pool engines, SGLang's
+    full and sliding pools) what an ``n``-token
     sequence takes, with ``prefix_tokens`` shared (whole blocks) - the rule of ``plan_fit``."""
     return pool_usage_fn(r, prefix_tokens)(n)
 
@@ -169,16 +188,13 @@ def pool_usage_fn(r: FitResult, prefix_tokens: int = 0):
         # the last request admitted needs its full-prompt reservation, not just its blocks
         return lambda n: [PoolUse(v4.usable_blocks - max(v4.reserved_blocks(n) - v4.sequence_blocks(n), 0),
                                   shared, v4.sequence_blocks(n) - shared)]
-    if r.layout.name == "vllm":
-        cached = [p for p in r.stages if p.pool_layers]
-        nb = min(p.num_blocks or 0 for p in cached)
+    if r.layout.name == "vllm":  # one pool of block ids, every stage's memory behind it
+        nb = min(p.num_blocks or 0 for p in r.stages if p.pool_layers)
+        layers, groups = scheduler_pool(r.stages, r.layout)
 
         def vllm_at(n: int) -> list[PoolUse]:
-            out = []
-            for p in cached:
-                private, shared = vllm_seq_blocks(p, block, n, prefix_tokens, r.layout)
-                out.append(PoolUse(nb, shared, private))
-            return out
+            private, shared = vllm_seq_blocks(layers, groups, n, prefix_tokens, r.layout)
+            return [PoolUse(nb, shared, private)]
         return vllm_at
     stages = pp_stages(r.footprint.model.num_layers, req.pp)
     parts: list[tuple] = []  # per stage: ("split", full, swa, pre, swa cost) | ("bytes", pool, prefix, fn)

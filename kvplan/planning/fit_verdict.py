@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..core.errors import InputError
 from ..core.parallel import pp_stages
 from ..engines.kvpool import vllm_groups, vllm_max_concurrency, vllm_pool_tokens
-from .fit_pools import seq_bytes_on_stage, token_pool, vllm_seq_blocks
+from .fit_pools import scheduler_pool, seq_bytes_on_stage, token_pool, vllm_seq_blocks
 from .fit_types import FitResult
 
 
@@ -35,30 +35,35 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         cached = [p for p in plans if p.pool_layers]
         if not cached:
             raise InputError("no pipeline stage holds a cache layer", field="--pp")
+        # one pool of nb block ids (the fewest any stage's memory holds); each sequence takes
+        # blocks of every KV cache group from it: the stage with the fewest blocks limits
         nb = min(p.num_blocks or 0 for p in cached)
         busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
-        g = busiest.pool_groups or vllm_groups(busiest.pool_layers)
-        tokens = vllm_pool_tokens(nb, g, busiest.pool_layers)
-        engine_conc = vllm_max_concurrency(nb, g, busiest.pool_layers, max_model_len, mnbt)
-        conc = 10**9
-        for p in cached:
-            private, shared = vllm_seq_blocks(p, block, ctx, req.shared_prefix_tokens, layout)
-            conc = min(conc, (nb - shared) // private if private else 10**9)
-        conc = max(conc, 0)
+        layers, g = scheduler_pool(plans, layout)
+        tokens = vllm_pool_tokens(nb, g, layers)
+        engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, mnbt)
+        private, shared = vllm_seq_blocks(layers, g, ctx, req.shared_prefix_tokens, layout)
+        conc = max((nb - shared) // private if private else 10**9, 0)
         if conc >= 1 and engine_conc < 0.8 * conc and any(
-                lay.kind in ("sliding", "chunked") for lay in busiest.pool_layers):
+                lay.kind in ("sliding", "chunked") for lay in layers):
             notes.append(f"vLLM's own 'maximum concurrency' ({engine_conc:.2f}x) budgets each "
                          "sliding/chunked layer for window + max_num_batched_tokens tokens; the "
                          f"{conc} whole sequences count the blocks those layers really hold")
-        if busiest.padding_layers:
-            notes.append(f"vLLM pads its KV cache groups with {busiest.padding_layers} layer(s): "
+        if g.padding_layers:
+            notes.append(f"vLLM pads its KV cache groups with {g.padding_layers} layer(s): "
                          f"{len(g.groups)} groups of {g.group_size} layers share each block")
-    else:
-        busiest = max(plans, key=lambda p: per_seq[p.stage] / max(p.budget.kv_pool_bytes, 1))
-        rng = pp_stages(fp.model.num_layers, req.pp)[busiest.stage]
-        costs = [c for i in rng for c in fp.layer_costs[i]]
-        tokens, conc, engine_conc = token_pool(req, layout, costs, busiest.budget.kv_pool_bytes,
-                                                per_seq[busiest.stage], block, ctx, max_model_len)
+        if len(cached) > 1 and len(g.groups) > 1:
+            notes.append(_stage_pool_note(busiest, cached, len(g.groups)))
+    else:  # every stage holds every running sequence's cache for its own layers
+        ranges = pp_stages(fp.model.num_layers, req.pp)
+        pools = {p.stage: token_pool(req, layout, [c for i in ranges[p.stage]
+                                                   for c in fp.layer_costs[i]],
+                                     p.budget.kv_pool_bytes, per_seq[p.stage], block, ctx,
+                                     max_model_len) for p in plans}
+        # the stage holding the fewest sequences; among equals the fullest per sequence
+        busiest = min(plans, key=lambda p: (pools[p.stage][1], -per_seq[p.stage]
+                                            / max(p.budget.kv_pool_bytes, 1)))
+        tokens, conc, engine_conc = pools[busiest.stage]
     seq_bytes = per_seq[busiest.stage]
     budget = busiest.budget
     target = req.concurrency or 1
@@ -109,6 +114,20 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         stages=tuple(plans), kv_pool_tokens=tokens, per_sequence_bytes=seq_bytes,
         max_concurrency=conc, engine_max_concurrency=engine_conc, fits=fits, verdict=verdict,
         notes=tuple(dict.fromkeys([*notes, *budget.notes])), draft_footprint=draft_fp)
+
+
+def _stage_pool_note(busiest, cached, groups: int) -> str:
+    """Which pipeline stage limits a vLLM pool of several KV cache groups: the one whose memory
+    holds the fewest blocks; vLLM gives every stage that count, and a sequence takes blocks of
+    every group from it (those of groups whose layers live on other stages too)."""
+    block = busiest.pool_groups.block_bytes if busiest.pool_groups else 0
+    others = [p.num_blocks or 0 for p in cached if p is not busiest]
+    span = f"{min(others):,}" if min(others) == max(others) else f"{min(others):,} to {max(others):,}"
+    return (f"stage {busiest.stage} limits the pool: its memory holds {busiest.num_blocks:,} "
+            f"blocks of {block:,} B (its largest KV cache group's pages there), the other "
+            f"stages {span}; vLLM gives every stage that count, and each sequence takes blocks "
+            f"of all {groups} groups from it, on every stage, whichever stage holds a group's "
+            "layers (get_kv_cache_configs)")
 
 
 def _given_pool_overflow(req, budgets) -> str | None:

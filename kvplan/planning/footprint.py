@@ -92,6 +92,13 @@ def resolve_formats(model: Model, engine: EngineLayout, kv_dtype: str = "auto",
                          field="--kv-dtype")
     k = one(k_dtype).k if k_dtype else base.k
     v = one(v_dtype).v if v_dtype else base.v
+    if k.name == "nvfp4_ds_mla" or v.name == "nvfp4_ds_mla":
+        from ..engines.vllm_mla import check_nvfp4_ds_mla
+        check_nvfp4_ds_mla(model, engine.name, engine.version, gpu_capability)
+        if k.name != v.name:
+            raise InputError("nvfp4_ds_mla is one latent row: K and V take the same format",
+                             field="--k-dtype/--v-dtype")
+        return KvFormatPair(k, v)
     sparse = engine.sparse_mla_fp8_format
     if sparse and model.sparse_mla:
         if k.name == "fp8_e4m3":

@@ -36,7 +36,7 @@ from .model_limits import ENGINE_OVERRIDES, over_limit
 VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2",
            "nvfp4": "nvfp4", "int8_per_token": "int8_per_token_head",
            # sparse MLA: vLLM rewrites fp8 to its fp8_ds_mla layout (DeepseekV32 config hook)
-           "fp8_ds_mla": "fp8"}
+           "fp8_ds_mla": "fp8", "nvfp4_ds_mla": "nvfp4_ds_mla"}
 SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
              "nvfp4": "nvfp4"}  # SGLang 0.5.23 --kv-cache-dtype choices (fp4_e2m1 is refused)
 TRTLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8_e4m3": "fp8", "nvfp4": "nvfp4"}

@@ -1,8 +1,22 @@
 """A planned deployment (``FitResult``) -> the per-GPU terms of ``kvplan.core.perf.StepModel``. Pure.
 
-The busiest pipeline stage is the one holding the most weight bytes. Tensors counted per GPU
-with the TP rules of ``kvplan.core.weights``; the embedding table (and a vision tower) is a lookup
-and is not read by a decode step, a tied LM head is (it is the embedding matrix).
+Tensors counted per GPU with the TP rules of ``kvplan.core.weights``; the embedding table (and
+a vision tower) is a lookup and is not read by a decode step, a tied LM head is (it is the
+embedding matrix).
+
+Under pipeline parallelism a step crosses every stage in turn (``kvplan.core.perf``: no
+micro-batch overlap), so its time is the sum of the stages' times, and the ``pp x`` stage time
+of ``tpot_s`` / ``prefill_s`` is that sum when the StepModel is the mean stage: every additive
+term (dense weight bytes, routed experts' bytes and FLOPs per MoE layer, KV and state bytes
+read per sequence, attention FLOPs, decoder layers, layers running their own indexer, DCP
+collectives) is summed over the stages and divided by pp. Exact for each of those; the one
+approximation is ``max(memory, compute)``, taken on the mean stage rather than per stage (the
+same when every stage is memory-bound, as decode is). LFM2-8B-A1B at pp 8 (3 layers a stage,
+attention on layers 2, 6, 10, 14, 18, 21): stages 1 and 5 hold conv layers only, and the stage
+with most weight bytes (stage 1, which the step model was once taken from) reads no KV; the
+mean stage reads 6 / 8 of an attention layer's 2,048 B per cached token, and pp x it the 6
+layers' 12,288 B. At pp 1 the mean
+stage is the one stage.
 """
 
 from __future__ import annotations
@@ -19,7 +33,7 @@ from ..core.layers import (
     MultiHeadLatent,
     SlidingWindow,
 )
-from ..core.parallel import plain_split, pp_stage_sizes, pp_stages
+from ..core.parallel import plain_split, pp_stage_sizes
 from ..core.perf import Efficiency, KvRead, StepModel
 from ..core.weights import Tensor, rank_tensor_bytes, tensor_role
 from ..engines.context_parallel import exchange_bytes_per_token
@@ -80,7 +94,6 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         raise ValueError("a performance model needs the parameter inventory (not --weight-memory)")
     layers = r.footprint.model.num_layers
     sizes = pp_stage_sizes(layers, pp)
-    stage_bytes = [Fraction(0)] * pp
     dense_bytes = [Fraction(0)] * pp
     expert_bytes = [Fraction(0)] * pp
     dense_params = [0] * pp
@@ -104,7 +117,6 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
             continue
         b = rank_tensor_bytes(t, fmt, split)
         if t.place == "embed":
-            stage_bytes[0] += b
             if t.per_token:  # runs on every token, on the first stage
                 s = 0
             elif not (w.tied_embeddings and t.name == "embed_tokens"):
@@ -115,8 +127,6 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
             s = pp - 1
         else:
             s = _stage_of(t.layer, sizes)
-        if t.place != "embed":
-            stage_bytes[s] += b
         if t.expert:  # one expert's bytes on a GPU that holds it (each split over moe_tp)
             expert_bytes[s] += fmt.tensor_bytes(t, split.moe_tp) / t.count
             expert_params[s] += rank_params(t) // t.count
@@ -124,16 +134,15 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         else:
             dense_bytes[s] += b
             dense_params[s] += rank_params(t)
-    s = max(range(pp), key=lambda i: stage_bytes[i])
-    n_moe = len(moe_layers[s])
-    per_expert_bytes = float(expert_bytes[s]) / n_moe if n_moe else 0.0
-    per_expert_params = expert_params[s] / n_moe if n_moe else 0.0
-    expert_active = w.experts_per_token * per_expert_params * n_moe
-    active = dense_params[s] + expert_active
+    # the mean stage: every term summed over the stages, over pp (see the module docstring)
+    n_moe = sum(len(layers_of) for layers_of in moe_layers)
+    per_expert_bytes = float(sum(expert_bytes)) / n_moe if n_moe else 0.0
+    expert_active = w.experts_per_token * sum(expert_params) / pp
+    active = sum(dense_params) / pp + expert_active
 
     costs: dict[int, tuple[LayerCost, int]] = {}
     indexer_layers = 0  # layers that compute their own top-k (the engine's cache holds its keys)
-    for i in pp_stages(layers, pp)[s]:
+    for i in range(layers):
         indexer_layers += any(isinstance(c.spec, LightningIndexer) for c in r.footprint.layer_costs[i])
         for c in r.footprint.layer_costs[i]:
             costs.setdefault(id(c), (c, 0))
@@ -183,16 +192,20 @@ def step_model(r: FitResult, efficiency: Efficiency | None = None) -> StepModel:
         raise InputError(f"{gpu.name}: {group} GPUs in one collective span NVLink domains of "
                          f"{domain}, and the GPU spec gives no scale_out bandwidth to time the "
                          "link between them", field="--gpu")
+    def per_stage(reads: list[KvRead]) -> tuple[KvRead, ...]:
+        return tuple(KvRead(k.bytes_per_token / pp, k.cap_tokens) for k in reads)
+
     return StepModel(
-        weight_bytes=float(dense_bytes[s]), expert_bytes=per_expert_bytes, moe_layers=n_moe,
-        num_experts=w.num_experts if n_moe else 0, top_k=w.experts_per_token if n_moe else 0,
-        kv_reads=tuple(kv_reads), state_bytes=state, flops_per_token=2.0 * active,
-        attn_flops=tuple(attn), hidden_size=r.footprint.model.hidden_size, layers=sizes[s], tp=tp,
+        weight_bytes=float(sum(dense_bytes)) / pp, expert_bytes=per_expert_bytes,
+        moe_layers=n_moe / pp, num_experts=w.num_experts if n_moe else 0,
+        top_k=w.experts_per_token if n_moe else 0, kv_reads=per_stage(kv_reads),
+        state_bytes=state / pp, flops_per_token=2.0 * active, attn_flops=per_stage(attn),
+        hidden_size=r.footprint.model.hidden_size, layers=layers / pp, tp=tp,
         pp=pp, dp=split.dp if n_moe else 1, ep=split.ep if n_moe else 1,
         hbm_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
         flops_per_s=float(gpu.dense_flops_per_s[dtype]),
         link_bytes_per_s=float(gpu.interconnect_bandwidth_bytes_per_s_per_direction),
-        efficiency=efficiency or Efficiency(), prefill_attn_flops=tuple(prefill_attn),
-        expert_flops_per_token=2.0 * expert_active, dcp_layers=dcp_layers,
-        dcp_bytes_per_token=dcp_bytes, domain_gpus=domain, scale_out_bytes_per_s=scale_out,
-        indexer_layers=indexer_layers)
+        efficiency=efficiency or Efficiency(), prefill_attn_flops=per_stage(prefill_attn),
+        expert_flops_per_token=2.0 * expert_active, dcp_layers=dcp_layers / pp,
+        dcp_bytes_per_token=dcp_bytes / pp, domain_gpus=domain, scale_out_bytes_per_s=scale_out,
+        indexer_layers=indexer_layers / pp)
