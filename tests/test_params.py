@@ -541,10 +541,15 @@ def test_mamba_130m_fp32_bytes_with_vocab_padding_and_tied_pp():
     wb1 = weight_bytes(w, fmt)
     assert wb1.per_gpu_bytes == 4 * (padded_vocab * 768 + 24 * layer + 768) == 516_615_168
     assert wb1.per_gpu_bytes - 516_541_440 == 4 * 24 * 768  # vs the fp32 checkpoint's bytes
+    # vLLM 0.34 mamba.py builds embeddings (:116) and norm_f (:134) on every pipeline rank
+    # (the tied lm_head, :191, shares the embedding): both stages hold the padded embedding
+    # and the 768-wide final norm
     wb2 = weight_bytes(w, fmt, pp=2)  # 24 layers -> 12 / 12
-    stage0 = padded_vocab * 768 + 12 * layer
-    stage1 = 12 * layer + 768 + padded_vocab * 768
-    assert wb2.per_stage_bytes == (4 * stage0, 4 * stage1) == (335_572_992, 335_576_064)
+    stage = padded_vocab * 768 + 12 * layer + 768
+    assert wb2.per_stage_bytes == (4 * stage, 4 * stage) == (335_576_064, 335_576_064)
+    # the first / last rule (every_stage=False): the norm on the last stage only
+    first_last = weight_bytes(w, fmt, pp=2, every_stage=False).per_stage_bytes
+    assert first_last == (4 * (stage - 768), 4 * stage) == (335_572_992, 335_576_064)
 
 
 def test_gpt_oss_20b_mxfp4_bytes():

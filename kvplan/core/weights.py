@@ -17,7 +17,8 @@ compresses it. Sharding follows vLLM's layers:
 
 Under pipeline parallelism the decoder layers split by ``pp_stage_sizes``; the embedding goes
 to the first stage and the final norm + LM head to the last (a tied LM head makes the last
-stage hold its own copy of the embedding, as vLLM does). The busiest GPU is the maximum over
+stage hold its own copy of the embedding, as vLLM does), except tensors marked
+``every_stage`` (built on every pipeline rank by the engine). The busiest GPU is the maximum over
 stages. Extra layers (DeepSeek-V3's MTP module) are counted apart and not loaded by default.
 """
 
@@ -55,10 +56,11 @@ class Tensor:
     #: a tensor placed with the embedding that every token still runs through (Gemma-3n's
     #: per-layer and AltUp projections): read by every decode step, unlike a lookup or a tower
     per_token: bool = False
-    #: a tensor every pipeline stage allocates under vLLM (0.34 lfm2.py / lfm2_moe.py /
-    #: gemma4.py build embed_tokens on every PP rank, not only the first and, tied, the last;
-    #: gemma4.py also its norm and an untied lm_head); ``weight_bytes(every_stage=False)`` for
-    #: engines that place them by the first / last rule
+    #: a tensor every pipeline stage allocates under vLLM (0.34 lfm2.py / gemma4.py /
+    #: mixtral.py / qwen3_moe.py and others build embed_tokens on every PP rank, not only the
+    #: first and, tied, the last; many also the final norm and an untied lm_head: the table in
+    #: ``kvplan.loaders.params_stages``); ``weight_bytes(every_stage=False)`` for engines that
+    #: place them by the first / last rule
     every_stage: bool = False
 
     @property

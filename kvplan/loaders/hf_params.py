@@ -25,6 +25,7 @@ from ..core.units import cdiv
 from ..core.weights import Tensor, Weights
 from .fields import Fields
 from .hf_config import text_fields
+from .params_stages import vllm_every_stage
 from .weight_keys import unread_weight_keys
 
 #: transformers config-class defaults for ``tie_word_embeddings`` where the file may omit it.
@@ -74,10 +75,10 @@ class _Inventory:
                                    layer=self.layer if self.place in ("layer", "extra") else None,
                                    **kw))
 
-    def norm(self, name: str, width: int, bias: bool = False) -> None:
-        self.add(name + ".weight", width)
+    def norm(self, name: str, width: int, bias: bool = False, **kw) -> None:
+        self.add(name + ".weight", width, **kw)
         if bias:
-            self.add(name + ".bias", width)
+            self.add(name + ".bias", width, **kw)
 
     def linear(self, name: str, out: int, inp: int, shard: str, bias: bool = False,
                quantized: bool = True, **kw) -> None:
@@ -702,10 +703,10 @@ def weight_inventory(model: Model) -> Weights:
                       "--weight-memory")
     inv = _Inventory(f, mt, hidden)
     inv.place = "embed"
-    # vLLM 0.34 gemma4.py (Gemma4Model, Gemma4ForCausalLM) builds embed_tokens, the final norm
-    # and the lm_head on every pipeline rank (no first / last rank test), as for the E models
-    every = mt == "gemma4_text"
-    inv.add("embed_tokens", vocab, hidden, shard="vocab", every_stage=every)
+    # the tensors vLLM 0.34 builds on every pipeline rank (no first / last rank test), with
+    # the model file and line of each: params_stages.VLLM_EVERY_STAGE
+    every = vllm_every_stage(mt)
+    inv.add("embed_tokens", vocab, hidden, shard="vocab", every_stage="embed" in every)
     pattern = None
     if mt == "nemotron_h":
         from .ssm_families import _nemotron_pattern
@@ -719,16 +720,14 @@ def weight_inventory(model: Model) -> Weights:
             continue
         _ffn(inv, i, block, pattern)
     inv.place = "head"
-    if every:
-        inv.add("final_norm.weight", hidden, every_stage=True)
-    else:
-        inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS or _mamba_ssm_layernorm(f, mt))
+    inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS or _mamba_ssm_layernorm(f, mt),
+             every_stage="norm" in every)
     if mt == "mamba_ssm":  # mamba_ssm MambaConfig: tie_embeddings, default True
         tied = f.flag("tie_embeddings", True)
     else:
         tied = f.flag("tie_word_embeddings", TIE_DEFAULTS.get(mt, False))
     if not tied:
-        inv.add("lm_head", vocab, hidden, shard="vocab", every_stage=every)
+        inv.add("lm_head", vocab, hidden, shard="vocab", every_stage="head" in every)
     notes: list[str] = []
     extra_name = ""
     from .hf_config import MAX_MTP_LAYERS

@@ -209,9 +209,13 @@ def deepseek_v4_tensors(inv, model: Model) -> tuple[str, list[str]]:
             inv.add(f"hc_{part}_scale", 3, dtype="fp32")
 
     def hyper_head(prefix: str) -> None:
-        inv.add(f"{prefix}hc_head_fn", hc, hc * h, dtype="fp32")
-        inv.add(f"{prefix}hc_head_base", hc, dtype="fp32")
-        inv.add(f"{prefix}hc_head_scale", 1, dtype="fp32")
+        # the model's hyper-head: vLLM 0.34 builds it on every pipeline rank
+        # (vllm/models/deepseek_v4/nvidia/model.py :895-913, amd/model.py :1177-1195: no rank
+        # test, unlike the norm beside it)
+        every = not prefix
+        inv.add(f"{prefix}hc_head_fn", hc, hc * h, dtype="fp32", every_stage=every)
+        inv.add(f"{prefix}hc_head_base", hc, dtype="fp32", every_stage=every)
+        inv.add(f"{prefix}hc_head_scale", 1, dtype="fp32", every_stage=every)
 
     inv.place = "embed"
     inv.add("embed_tokens", vocab, h, shard="vocab")
