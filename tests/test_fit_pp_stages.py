@@ -111,3 +111,16 @@ def test_llama8b_mean_stage_halves_weights_and_kv():
     assert sm2.weight_bytes == 15_009_849_344 / 2
     assert [k.bytes_per_token for k in sm1.kv_reads] == [131_072]
     assert [k.bytes_per_token for k in sm2.kv_reads] == [65_536]
+
+
+def test_zamba2_has_no_pipeline_parallelism_in_vllm(capsys):
+    """vLLM 0.34 zamba2.py: ``Zamba2ForCausalLM(nn.Module, HasInnerState, IsHybrid)``, no
+    SupportsPP, so vLLM refuses pp > 1; pp 1 plans."""
+    from kvplan.cli.main import run
+
+    cfg = "tests/fixtures/configs/Zyphra__Zamba2-2.7B-Instruct-v2.json"
+    base = ["fit", cfg, "--gpu", "h100", "--weight-memory", "6GiB", "-c", "4k"]
+    assert run([*base, "--pp", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "Zamba2ForCausalLM does not implement SupportsPP" in err and "--pp 1" in err
+    assert run(base) == 0

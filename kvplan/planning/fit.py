@@ -207,9 +207,11 @@ def _split_note(split: MoeSplit, weights: Weights | None) -> str:
 
 
 #: text model types whose vLLM model class does not implement SupportsPP (vLLM refuses pp > 1):
-#: gemma3n_mm.py (0.34), minimax_text_01.py (0.13, the last releases that serve MiniMax-M1)
+#: gemma3n_mm.py (0.34), minimax_text_01.py (0.13, the last releases that serve MiniMax-M1),
+#: zamba2.py (0.34: ``Zamba2ForCausalLM(nn.Module, HasInnerState, IsHybrid)``)
 VLLM_NO_PP = {"gemma3n_text": "Gemma3nForConditionalGeneration",
-              "minimax_m1": "MiniMaxText01ForCausalLM", "minimax_text_01": "MiniMaxText01ForCausalLM"}
+              "minimax_m1": "MiniMaxText01ForCausalLM", "minimax_text_01": "MiniMaxText01ForCausalLM",
+              "zamba2": "Zamba2ForCausalLM"}
 #: text model types whose SGLang model class asserts a single pipeline stage
 #: (``assert self.pp_group.is_first_rank and self.pp_group.is_last_rank``): SGLang 0.5.23
 #: srt/models/lfm2.py and lfm2_moe.py
