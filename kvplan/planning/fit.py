@@ -430,12 +430,12 @@ def _vllm_stage_pools(plans: list[StagePlan], layout: EngineLayout) -> list[Stag
     cached = [p for p in plans if p.pool_layers]
     if not cached:
         return plans
-    try:
+    old = version_tuple(layout.version) < (0, 11, 0)
+    try:  # from 0.11 only the whole model's grouping exists; before it each stage's own
         every, whole = scheduler_pool(plans, layout)
-        own = {p.stage: vllm_groups(p.pool_layers) for p in cached}
+        own = {p.stage: vllm_groups(p.pool_layers) for p in cached} if old else {}
     except ValueError as e:
         raise InputError(f"vLLM cannot pool this model's caches: {e}", field="MODEL") from None
-    old = version_tuple(layout.version) < (0, 11, 0)
     if old:
         from collections import Counter
 
