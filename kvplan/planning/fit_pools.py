@@ -109,6 +109,18 @@ def scheduler_pool(stages, layout) -> tuple[tuple[PoolLayer, ...], PoolGroups]:
     cached = [p for p in stages if p.pool_layers]
     if not cached:
         raise ValueError("no cache layers")
+    empty = [p.stage for p in stages if not p.pool_layers]
+    if empty:
+        # a worker with no KV cache spec: >= 0.11 projects every group onto it with no layers
+        # (0.11 get_kv_cache_config_from_groups: assert group_size > 0; 0.34
+        # _get_kv_cache_bytes_per_block: a 0 B block); 0.10 gives it an attention-free config
+        # of 1 block, and unify_kv_cache_configs takes that minimum for the whole pool
+        from ..core.errors import ParallelismError
+
+        raise ParallelismError(
+            f"vLLM cannot build its KV cache with pipeline stage {empty[0]} holding no cache "
+            f"layer (its layers run without attention or state) while other stages hold some: "
+            "choose a --pp that gives every stage a cache layer", field="pp")
     if version_tuple(layout.version) < (0, 11, 0):
         first = cached[0]
         return first.pool_layers, first.pool_groups or vllm_groups(first.pool_layers)
