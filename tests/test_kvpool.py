@@ -34,6 +34,21 @@ def test_grouping(sliding, full, group_size, groups, padding):
     assert g.block_bytes == PAGE * group_size
 
 
+@pytest.mark.parametrize("version,sliding,full,group_size,groups,padding", [
+    # up to 0.11.2 group_size = min(counts): 12; full 13 -> cdiv(13, 12) = 2 groups of 12,
+    # 2 x 12 - 13 = 11 padding layers; sliding 1 group; 3 groups
+    ("0.11.2", 12, 13, 12, 3, 11),
+    ("0.12.0", 12, 13, 13, 2, 1),   # 13 < 1.25 x 12 = 15: 13; sliding padded by 1
+    ("0.17.1", 10, 14, 10, 3, 6),   # 14 >= 1.25 x 10 = 12.5: 10; full 2 groups, 6 padding
+    ("0.18.0", 10, 14, 14, 2, 4),   # 14 < 1.5 x 10 = 15: 14; sliding padded by 4
+    ("main", 10, 14, 14, 2, 4),
+])
+def test_group_size_rule_by_release(version, sliding, full, group_size, groups, padding):
+    g = vllm_groups(_layers(sliding, full), version)
+    assert (g.group_size, len(g.groups), g.padding_layers) == (group_size, groups, padding)
+    assert g.block_bytes == PAGE * group_size
+
+
 def test_uniform_model_is_one_group():
     g = vllm_groups([PoolLayer(("f",), "full", 65_536, 16)] * 32)  # Llama-3-8B, bf16
     assert (len(g.groups), g.group_size) == (1, 32)

@@ -10,7 +10,7 @@ vLLM (``vllm/v1/core/kv_cache_utils.py``, read for releases 0.10 - 0.19):
   block holds every layer's page (``UniformTypeKVCacheSpecs``); several kinds with one page
   size -> ``_get_kv_cache_groups_uniform_page_size``: ``group_size`` = the fewest layers of
   any kind (the most, when that is < 1.5x the fewest: "gpt-oss-20b + eagle, 12 sliding + 13
-  full, is padded to 13 + 13"); each kind is cut into
+  full, is padded to 13 + 13"; the rule by release: ``vllm_group_size``); each kind is cut into
   ``cdiv(layers, group_size)`` groups, the last one padded (vLLM warns "Add N padding
   layers").
 - One shared pool of blocks, each ``page x group_size`` bytes:
@@ -58,8 +58,26 @@ class PoolGroups:
     uniform_type: bool  # one kind, unequal pages: every layer in one group
 
 
-def vllm_groups(layers: Sequence[PoolLayer]) -> PoolGroups:
-    """vLLM's KV cache groups for one rank's layers (see the module docstring)."""
+def vllm_group_size(sizes: Sequence[int], version: str) -> int:
+    """``group_size`` of ``_get_kv_cache_groups_uniform_page_size`` from the layer count of each
+    kind, by release: up to 0.11.2 always the fewest (0.11.2 ``kv_cache_utils.py``:
+    ``group_size = min(...)``); 0.12.0 - 0.17.x the most when it is under 1.25x the fewest
+    (0.12.0, 0.17.1: ``max_num_layers < min_num_layers * 1.25``); from 0.18.0 under 1.5x (0.18.0
+    ``kv_cache_utils.py``, 0.34 ``kv_cache_planning.py``). gpt-oss-20b with an EAGLE draft,
+    12 sliding + 13 full layers (13 < 1.25 x 12 = 15): 12 up to 0.11.2 (the full layers cut
+    into 2 groups, 11 padding layers), 13 after (one group each, 1 padding layer)."""
+    from .base import version_tuple
+
+    v = version_tuple(version)
+    fewest, most = min(sizes), max(sizes)
+    if v < (0, 12, 0):
+        return fewest
+    return most if most < fewest * (1.25 if v < (0, 18, 0) else 1.5) else fewest
+
+
+def vllm_groups(layers: Sequence[PoolLayer], version: str = "main") -> PoolGroups:
+    """vLLM's KV cache groups for one rank's layers (see the module docstring) under vLLM
+    ``version`` (``"main"``: the newest)."""
     if not layers:
         raise ValueError("no cache layers")
     kinds = {lay.kind for lay in layers}
@@ -78,10 +96,7 @@ def vllm_groups(layers: Sequence[PoolLayer]) -> PoolGroups:
     by_key: dict[Hashable, list[int]] = {}
     for i, lay in enumerate(layers):
         by_key.setdefault(lay.key, []).append(i)
-    sizes = [len(v) for v in by_key.values()]
-    group_size = min(sizes)
-    if max(sizes) < min(sizes) * 1.5:
-        group_size = max(sizes)
+    group_size = vllm_group_size([len(v) for v in by_key.values()], version)
     groups: list[tuple[int, ...]] = []
     padding = 0
     for idx in by_key.values():
@@ -93,7 +108,7 @@ def vllm_groups(layers: Sequence[PoolLayer]) -> PoolGroups:
 
 
 def vllm_stage_groups(groups: PoolGroups, layers: Sequence[PoolLayer],
-                      stage: Sequence[int]) -> PoolGroups:
+                      stage: Sequence[int], version: str = "main") -> PoolGroups:
     """The whole model's KV cache groups as one pipeline stage holds them (vLLM >= 0.11).
 
     ``get_kv_cache_configs`` (0.11 ``vllm/v1/core/kv_cache_utils.py``; 0.34
@@ -110,10 +125,21 @@ def vllm_stage_groups(groups: PoolGroups, layers: Sequence[PoolLayer],
     LFM2-8B-A1B (24 layers, attention on 2, 6, 10, 14, 18, 21): 6 attention + 18 short-conv
     layers -> groups of 6: one attention group and three conv groups (every third conv layer);
     at pp 8 stage 1 (layers 3-5, conv only) holds one layer of each conv group, so its block is
-    one 32,768 B page (not 3 pages, as grouping its own three layers would give)."""
+    one 32,768 B page (not 3 pages, as grouping its own three layers would give).
+
+    One group of per-layer specs (``uniform_type``: one kind, unequal pages, e.g. MLA beside a
+    lightning indexer's cache) keeps the whole model's spec on every stage up to 0.16.x (0.14.0
+    ``get_kv_cache_configs`` passes ``group.kv_cache_spec`` unprojected;
+    ``get_kv_cache_config_from_groups`` divides by its ``page_size_bytes``, every layer's page):
+    the block is the whole model's pages; 0.17.0 (``_project_kv_cache_groups_to_worker``)
+    restricts it to the stage's layers."""
+    from .base import version_tuple
+
     local = {g: i for i, g in enumerate(stage)}
     projected = tuple(tuple(local[i] for i in grp if i in local) for grp in groups.groups)
     block = max(sum(layers[stage[i]].page_bytes for i in grp) for grp in projected)
+    if groups.uniform_type and version_tuple(version) < (0, 17, 0):
+        block = groups.block_bytes
     size = max(len(grp) for grp in projected)
     return PoolGroups(projected, size, block, groups.padding_layers,
                       block if groups.uniform_type else groups.page_bytes, groups.uniform_type)
@@ -146,6 +172,22 @@ def layer_max_usage_bytes(lay: PoolLayer, max_model_len: int, max_num_batched_to
         n = min(lay.window_tokens + max_num_batched_tokens, max_model_len)
         return cdiv(n, b) * lay.page_bytes
     return cdiv(max_model_len, b) * lay.page_bytes
+
+
+def vllm_groups_request_bytes(groups: PoolGroups, layers: Sequence[PoolLayer], max_model_len: int,
+                              max_num_batched_tokens: int) -> int:
+    """``_max_memory_usage_bytes_from_groups`` (vLLM 0.14 - 0.16 ``kv_cache_utils.py``), the
+    memory the start-up check wants for one ``max_model_len`` request: one group of per-layer
+    specs (``UniformTypeKVCacheSpecs``) the sum of its layers' maxima; otherwise ``group_size x
+    page x cdiv(the first group's spec's maximum, page)``, the first group's only, as vLLM
+    writes it. Llama-3.1-8B bf16, 16-token pages of 65,536 B, 131,072 tokens: 32 x 65,536 x
+    8,192 = 17,179,869,184 B (16 GiB)."""
+    if groups.uniform_type:
+        return sum(layer_max_usage_bytes(lay, max_model_len, max_num_batched_tokens)
+                   for lay in layers)
+    first = layer_max_usage_bytes(layers[groups.groups[0][0]], max_model_len,
+                                  max_num_batched_tokens)
+    return groups.group_size * groups.page_bytes * cdiv(first, groups.page_bytes)
 
 
 def vllm_blocks_per_request(groups: PoolGroups, layers: Sequence[PoolLayer], max_model_len: int,

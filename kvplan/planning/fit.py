@@ -433,7 +433,7 @@ def _vllm_stage_pools(plans: list[StagePlan], layout: EngineLayout) -> list[Stag
     old = version_tuple(layout.version) < (0, 11, 0)
     try:  # from 0.11 only the whole model's grouping exists; before it each stage's own
         every, whole = scheduler_pool(plans, layout)
-        own = {p.stage: vllm_groups(p.pool_layers) for p in cached} if old else {}
+        own = {p.stage: vllm_groups(p.pool_layers, layout.version) for p in cached} if old else {}
     except ValueError as e:
         raise InputError(f"vLLM cannot pool this model's caches: {e}", field="MODEL") from None
     if old:
@@ -458,7 +458,7 @@ def _vllm_stage_pools(plans: list[StagePlan], layout: EngineLayout) -> list[Stag
         if not p.pool_layers:
             out.append(p)
             continue
-        g = own[p.stage] if old else vllm_stage_groups(whole, every, idx)
+        g = own[p.stage] if old else vllm_stage_groups(whole, every, idx, layout.version)
         out.append(replace(p, num_blocks=vllm_num_blocks(p.budget.kv_pool_bytes, g), pool_groups=g))
     return out
 

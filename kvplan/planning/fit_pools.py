@@ -123,9 +123,9 @@ def scheduler_pool(stages, layout) -> tuple[tuple[PoolLayer, ...], PoolGroups]:
             "choose a --pp that gives every stage a cache layer", field="pp")
     if version_tuple(layout.version) < (0, 11, 0):
         first = cached[0]
-        return first.pool_layers, first.pool_groups or vllm_groups(first.pool_layers)
+        return first.pool_layers, first.pool_groups or vllm_groups(first.pool_layers, layout.version)
     every = tuple(lay for p in cached for lay in p.pool_layers)
-    return every, vllm_groups(every)
+    return every, vllm_groups(every, layout.version)
 
 
 def vllm_seq_blocks(layers: tuple[PoolLayer, ...], groups: PoolGroups, n: int, prefix: int,

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from ..core.errors import InputError
 from ..core.parallel import pp_stages
-from ..engines.kvpool import vllm_groups, vllm_max_concurrency, vllm_pool_tokens
+from ..engines.base import version_tuple
+from ..engines.kvpool import (
+    vllm_groups,
+    vllm_groups_request_bytes,
+    vllm_max_concurrency,
+    vllm_pool_tokens,
+)
 from .fit_pools import scheduler_pool, seq_bytes_on_stage, token_pool, vllm_seq_blocks
 from .fit_types import FitResult
 
@@ -18,6 +24,7 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
     params_total = weights.params_total if weights else None
     params_active = weights.params_active if weights else None
     v4 = plans[0].dsv4 if plans else None
+    refused = None  # the engine's start-up check fails
     per_seq = ([p.dsv4.sequence_blocks(ctx) * p.dsv4.block_bytes if p.dsv4 else 0 for p in plans]
                if v4 is not None else
                [seq_bytes_on_stage(fp, draft_fp, p.stage, req.pp) for p in plans])
@@ -40,6 +47,8 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         nb = min(p.num_blocks or 0 for p in cached)
         busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
         layers, g = scheduler_pool(plans, layout)
+        if len(cached) > 1:
+            refused = _whole_model_check(layout, cached, layers, g, max_model_len, mnbt)
         tokens = vllm_pool_tokens(nb, g, layers)
         engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, mnbt)
         private, shared = vllm_seq_blocks(layers, g, ctx, req.shared_prefix_tokens, layout)
@@ -84,8 +93,10 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "
                    f"({v4.block_bytes:,} B: one {block}-token block id of DeepSeek-V4's packed "
                    "pool)")
+    elif refused:
+        fits, verdict, per_rank, conc = False, refused, 0, 0
     elif budget.kv_pool_bytes > 0 and layout.name == "vllm" and (busiest.num_blocks or 0) <= 0:
-        g0 = busiest.pool_groups or vllm_groups(busiest.pool_layers)
+        g0 = busiest.pool_groups or vllm_groups(busiest.pool_layers, layout.version)
         verdict = (f"does not fit: the {budget.kv_pool_bytes:,} B pool holds no whole block "
                    f"({g0.block_bytes:,} B: one {block}-token page of every layer in a group)")
     elif budget.kv_pool_bytes <= 0 or (layout.name == "vllm" and (busiest.num_blocks or 0) <= 0):
@@ -114,6 +125,28 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         stages=tuple(plans), kv_pool_tokens=tokens, per_sequence_bytes=seq_bytes,
         max_concurrency=conc, engine_max_concurrency=engine_conc, fits=fits, verdict=verdict,
         notes=tuple(dict.fromkeys([*notes, *budget.notes])), draft_footprint=draft_fp)
+
+
+def _whole_model_check(layout, cached, layers, groups, max_model_len: int, mnbt: int) -> str | None:
+    """vLLM 0.14.0 - 0.16.x check at start-up that the smallest stage's KV memory holds one
+    ``max_model_len`` request of the whole model's groups, every stage's layers
+    (``get_kv_cache_configs``: ``_check_enough_kv_cache_memory(min(available_memory),
+    _max_memory_usage_bytes_from_groups(global_kv_cache_groups))``); 0.17.0 checks each
+    stage's own layers (``_project_kv_cache_groups_to_worker``), as releases before 0.14 did.
+    The refusal line, or None when the check passes or the release does not make it."""
+    if not (0, 14, 0) <= version_tuple(layout.version) < (0, 17, 0):
+        return None
+    need = vllm_groups_request_bytes(groups, layers, max_model_len, mnbt)
+    small = min(cached, key=lambda p: p.budget.kv_pool_bytes)
+    if need <= small.budget.kv_pool_bytes:
+        return None
+    return (f"does not fit: vLLM {layout.version} refuses to start: one {max_model_len:,}-token "
+            f"request of the whole model's KV cache groups (every stage's layers) needs "
+            f"{need:,} B ({need / 2**30:.2f} GiB), more than stage {small.stage}'s "
+            f"{small.budget.kv_pool_bytes:,} B ({small.budget.kv_pool_bytes / 2**30:.2f} GiB) KV "
+            "memory (get_kv_cache_configs checks min(available_memory) against the whole "
+            "model; 0.17.0 checks each stage's own layers): use vllm@0.17.0 or later, a "
+            "shorter --max-model-len or a smaller --pp")
 
 
 def _stage_pool_note(busiest, cached, groups: int) -> str:
