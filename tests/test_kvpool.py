@@ -12,6 +12,7 @@ from kvplan.engines.kvpool import (
     vllm_max_concurrency,
     vllm_num_blocks,
     vllm_pool_tokens,
+    vllm_stage_groups,
 )
 
 PAGE = 16_384
@@ -78,3 +79,20 @@ def test_hybrid_block_size():
     assert vllm_hybrid_block_size(4096, 16_900_096, None) == 16 * 258 == 4128
     assert vllm_hybrid_block_size(4096, 16_900_096, 8192) == 8192  # a larger user block stays
     assert vllm_hybrid_block_size(4096, 16_900_096, 16) == 4128
+
+
+@pytest.mark.parametrize("version,block", [
+    ("0.16.0", 65_536 + 2 * 65_536 + 3 * 65_536 + 4 * 65_536),  # the whole model's pages: 655,360
+    ("0.17.0", 65_536 + 2 * 65_536),  # the stage's own two layers: 196,608
+])
+def test_uniform_type_group_on_a_stage_by_release(version, block):
+    # one kind (full), four unequal pages (1, 2, 3, 4 KV heads' worth): one group of per-layer
+    # specs; stage 0 holds layers 0 and 1. Up to 0.16 every stage keeps the whole model's spec
+    # (get_kv_cache_config_from_groups divides by its page_size_bytes, all four pages); 0.17
+    # projects it onto the stage's layers
+    layers = [PoolLayer(("f", k), "full", k * 65_536, 16) for k in (1, 2, 3, 4)]
+    g = vllm_groups(layers, version)
+    assert g.uniform_type and g.block_bytes == 10 * 65_536
+    s = vllm_stage_groups(g, layers, (0, 1), version)
+    assert s.block_bytes == block
+    assert vllm_num_blocks(2**30, s) == 2**30 // block
