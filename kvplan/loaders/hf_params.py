@@ -34,6 +34,14 @@ TIE_DEFAULTS = {"gemma": True, "gemma2": True, "gemma3": True, "gemma3_text": Tr
                 "cohere2": True, "falcon": True, "RefinedWeb": True, "RefinedWebModel": True,
                 "mamba": True, "falcon_mamba": True, "mamba_ssm": True, "zamba2": True,
                 "granitemoehybrid": True}
+#: model types whose vLLM class has no lm_head and computes the logits from embed_tokens
+#: whatever tie_word_embeddings says (0.10.2-0.28.0 assert it true; 0.29.0+: commandr.py maps
+#: lm_head away, ``orig_to_new_prefix={"lm_head": None}``; gemma2.py loads none): no lm_head
+LOGITS_FROM_EMBEDDING = {
+    **dict.fromkeys(("cohere", "cohere2"), "vLLM's CohereForCausalLM builds no lm_head and "
+                    "computes the logits from embed_tokens (commandr.py), counted tied"),
+    "gemma2": "vLLM's Gemma2ForCausalLM builds no lm_head and computes the logits from "
+              "embed_tokens (gemma2.py), counted tied"}
 #: Config-class vocab defaults where that default is the real vocabulary (JambaConfig: 65536).
 VOCAB_DEFAULTS = {"jamba": 65536}
 LAYERNORM_BIAS = {"gpt_neox", "falcon", "RefinedWeb", "RefinedWebModel", "phi"}
@@ -704,7 +712,8 @@ def weight_inventory(model: Model) -> Weights:
     inv = _Inventory(f, mt, hidden)
     inv.place = "embed"
     # the tensors vLLM 0.34 builds on every pipeline rank (no first / last rank test), with
-    # the model file and line of each: params_stages.VLLM_EVERY_STAGE
+    # the model file and line of each: params_stages.VLLM_STAGE_RULES (by release:
+    # params_stages.vllm_stage_weights re-marks them for the release planned)
     every = vllm_every_stage(mt)
     inv.add("embed_tokens", vocab, hidden, shard="vocab", every_stage="embed" in every)
     pattern = None
@@ -726,9 +735,12 @@ def weight_inventory(model: Model) -> Weights:
         tied = f.flag("tie_embeddings", True)
     else:
         tied = f.flag("tie_word_embeddings", TIE_DEFAULTS.get(mt, False))
+    notes: list[str] = []
+    if not tied and mt in LOGITS_FROM_EMBEDDING:
+        tied = True
+        notes.append(f"tie_word_embeddings false not applied: {LOGITS_FROM_EMBEDDING[mt]}")
     if not tied:
         inv.add("lm_head", vocab, hidden, shard="vocab", every_stage="head" in every)
-    notes: list[str] = []
     extra_name = ""
     from .hf_config import MAX_MTP_LAYERS
 

@@ -211,7 +211,8 @@ def _split_note(split: MoeSplit, weights: Weights | None) -> str:
 #: zamba2.py (0.34: ``Zamba2ForCausalLM(nn.Module, HasInnerState, IsHybrid)``)
 VLLM_NO_PP = {"gemma3n_text": "Gemma3nForConditionalGeneration",
               "minimax_m1": "MiniMaxText01ForCausalLM", "minimax_text_01": "MiniMaxText01ForCausalLM",
-              "zamba2": "Zamba2ForCausalLM"}
+              "zamba2": "Zamba2ForCausalLM",
+              "mamba2": "Mamba2ForCausalLM"}  # 0.34 mamba2.py: no SupportsPP (mamba.py has it)
 #: text model types whose SGLang model class asserts a single pipeline stage
 #: (``assert self.pp_group.is_first_rank and self.pp_group.is_last_rank``): SGLang 0.5.23
 #: srt/models/lfm2.py and lfm2_moe.py
@@ -250,6 +251,9 @@ def plan_layout(req: FitRequest) -> FitResult:
         raise ParallelismError(f"vLLM's {VLLM_NO_PP[model.model_type]} does not implement "
                                "SupportsPP ('Pipeline parallelism is not supported'): use --pp 1",
                                field="pp")
+    if layout.name == "vllm":  # a tied lm_head on a rank without the embedding (Falcon-H1)
+        from ..loaders.params_stages import check_vllm_tied_pp
+        check_vllm_tied_pp(model, req.pp)
     if layout.name == "vllm" and model.model_type == "lfm2_moe":  # lfm2_moe.py's own refusals
         from ..loaders.params_lfm2 import check_vllm_parallel
         check_vllm_parallel(model, req.tp, req.pp)
@@ -355,7 +359,11 @@ def plan_layout(req: FitRequest) -> FitResult:
     else:
         # embeddings vLLM builds on every pipeline rank (Tensor.every_stage); other engines:
         # the first stage and, tied, the last
-        wb = weight_bytes(req.weights, req.weight_format, pp=req.pp, split=split,
+        placed = req.weights
+        if layout.name == "vllm":  # what this vLLM release builds on every rank
+            from ..loaders.params_stages import vllm_stage_weights
+            placed = vllm_stage_weights(placed, model.model_type, layout.version)
+        wb = weight_bytes(placed, req.weight_format, pp=req.pp, split=split,
                           every_stage=layout.name == "vllm")
         stage_weights = list(wb.per_stage_bytes)
         if req.tp > 1:
