@@ -41,8 +41,11 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
               f"KV {r.kv_format}  weights {req.weight_format.name}  context "
               f"{format_tokens(req.context_tokens)} (max_model_len {r.max_model_len:,})")
     if r.params_total is not None:
+        mm = req.weights.params_active_matmul if req.weights else r.params_active
         active = (f", {r.params_active:,} active per token" if r.params_active != r.params_total
-                  else "")
+                  else "") + (f" ({mm:,} without the embedding lookup)"
+                              if r.params_active != r.params_total and mm != r.params_active
+                              else "")
         extra = (f"; + {req.weights.params_extra:,} in the {req.weights.extra_name}"
                  if req.weights and req.weights.params_extra else "")
         out.print(f"parameters: {r.params_total:,}{active}{extra}")

@@ -118,6 +118,21 @@ class Weights:
         routed = Fraction(self.params_expert * self.experts_per_token, self.num_experts)
         return self.params_total - self.params_expert + int(routed)
 
+    @property
+    def params_lookup(self) -> int:
+        """Parameters a token only gathers a row of: the embedding tables (an untied input
+        embedding; Gemma-3n's per-layer tables), not a tied one (the LM head multiplies by it)
+        nor a per-token projection placed with them."""
+        return sum(t.params for t in self.tensors if t.place == "embed" and not t.per_token
+                   and not (self.tied_embeddings and t.name == "embed_tokens"))
+
+    @property
+    def params_active_matmul(self) -> int:
+        """``params_active`` less the lookups: the weights a token multiplies through, the
+        figure model cards quote (gpt-oss-120b: 5.71B active with its 201,088 x 2,880
+        embedding, 5.13B without)."""
+        return self.params_active - self.params_lookup
+
     def by_group(self) -> dict[str, int]:
         """Parameters per tensor name (summed over layers), for the breakdown table."""
         out: dict[str, int] = {}
