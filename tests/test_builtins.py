@@ -80,8 +80,9 @@ def test_unknown_model_type_is_refused_without_the_explicit_assumption(tmp_path)
         kvplan.parse_config(cfg, name="x", source="x.json")
     assert str(e.value) == (
         "x.json: model_type: unknown model_type 'brand_new': kvplan has no rule for this "
-        "architecture; pass --assume-standard-attention to read it as a standard decoder (every "
-        "layer full attention from num_attention_heads, num_key_value_heads and head_dim)")
+        "architecture; pass --assume-standard-attention to read it as a standard decoder (K and "
+        "V of num_key_value_heads x head_dim on every layer, full attention or, where layer_types "
+        "/ sliding_window / attention_chunk_size say so, windowed or chunked)")
     m = kvplan.parse_config(cfg, name="x", source="x.json", assume_standard_attention=True)
     assert m.standard_attention_assumed and not m.warnings
     assert m.assumptions[0].startswith("--assume-standard-attention: model_type 'brand_new' read "

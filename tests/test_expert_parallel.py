@@ -255,8 +255,9 @@ def test_validate_predicts_an_attention_dp_row(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("args, needle", [
-    # GLM-4.7's parameters are not modelled: --weight-memory cannot place experts
-    (("glm-4.7", "--dp", "8", "--weight-memory", "40GiB"), "need the model's parameter inventory"),
+    # Ling-3.0-flash's (MoE) parameters are not modelled: --weight-memory cannot place experts
+    (("tests/fixtures/configs/inclusionAI__Ling-3.0-flash.json", "--dp", "8", "--weight-memory",
+      "40GiB"), "need the model's parameter inventory"),
     # Qwen3-30B-A3B experts are 768 wide: vLLM's flattened MoE TP over 5 GPUs cannot split them
     (("qwen3-30b-a3b", "--dp", "5"), "768 intermediate rows over 5 GPUs"),
     (("deepseek-v3", "--dp", "99999999999"), "kvplan plans at most 4,096"),

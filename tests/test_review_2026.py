@@ -71,8 +71,9 @@ def test_bailing_layer_groups_are_not_guessed_as_all_mla():
     # Ling-2.5 (bailing_hybrid) has kv_lora_rank, so a key-based reading would make every layer
     # MLA; its layer_group_size makes 7 of every 8 layers lightning attention instead
     ds = raw("deepseek-ai__DeepSeek-V3.json")
-    with pytest.raises(InputError, match="layer_group_size shape the KV cache of a "
-                       "'bailing_hybrid' model but no kvplan rule interprets them"):
+    # (the architecture decides which: Ling-3.0 KDA + MLA, Ling-2.5 lightning + MLA)
+    with pytest.raises(InputError, match="a bailing_hybrid config must name "
+                       "BailingMoeV3ForCausalLM"):
         load("x.json", {**ds, "model_type": "bailing_hybrid", "layer_group_size": 8})
 
 

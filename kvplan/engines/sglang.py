@@ -75,6 +75,8 @@ def sglang_layout(version: str | None = None) -> EngineLayout:
                for t in ("minimax", "minimax_text_01", "minimax_m1")},
             "nemotron-nas": "kvplan has not established whether SGLang's pool spans the "
                             "attention-free DeciLM layers (its code sizes it for every layer)",
+            "bailing_hybrid": "kvplan has not read SGLang's Ling-3.0 (bailing_moe_v3.py) KDA "
+                              "state layout or the release that first serves it",
             **({} if dsa_read else {
                 t: "kvplan has read SGLang's DSA pool from 0.5.23 only (plan with --engine "
                    "sglang@0.5.23 or newer)" for t in ("deepseek_v32", "glm_moe_dsa")})},

@@ -63,9 +63,14 @@ FIRST_RELEASE: dict[str, str | None] = {
     # MiniMaxM2ForCausalLM first in the registry of 0.11.1's PyPI sdist (not 0.11.0's), with
     # the plain GQA Attention (KV heads split over TP, replicated below it) it keeps in 0.34
     "minimax_m2": "0.11.1",
+    # Ling-3.0's BailingMoeV3ForCausalLM (bailing_moe_v3.py): first in the registry of 0.28.0's
+    # sdist, not 0.27.1's; the same KDA / MLA layer rule and default state dtypes through 0.34
+    "bailing_hybrid": "0.28.0",
     **dict.fromkeys(("deepseek_v32", "glm_moe_dsa", "glm4_moe_lite", "qwen3_5_text",
                      "qwen3_5_moe_text", "kimi_linear", "lfm2", "lfm2_moe", "gemma4_text",
-                     "gemma3n_text", "mimo_v2_flash", "nemotron-nas", "step3_text"),
+                     "gemma3n_text", "mimo_v2_flash", "nemotron-nas", "step3_text",
+                     # step3p5: not in 0.14.1's sdist, in 0.16.0's; 0.15.x has no sdist
+                     "step3p5"),
                     None),
 }
 #: KV formats vLLM refuses on MLA models, from 0.21 (not in 0.20's config/vllm.py)
@@ -73,8 +78,14 @@ MLA_REFUSED = {"nvfp4": "the plain nvfp4 layout (head_size / 2 + head_size / 16)
                         "to MLA (vllm/config/vllm.py validate_nvfp4_kv_cache_with_mla; use fp8, "
                         "auto, or nvfp4_ds_mla on a sparse-MLA model)"}
 #: Model types vLLM has never served (not in any registry read).
+#: Ring-linear-2.0's checkpoints (model_type bailing_moe_linear) declare
+#: BailingMoeLinearV2ForCausalLM, in no registry read (0.10.2 to 0.34.0). vLLM's
+#: bailing_moe_linear.py (from 0.17.0) is a different model: BailingMoeV2_5ForCausalLM (Ling-2.5,
+#: model_type bailing_hybrid; MLA where Ring-linear has GQA softmax layers).
 UNSERVED = {"bailing_moe_linear": "Ring-linear-2.0's BailingMoeLinearV2ForCausalLM is not in "
-                                  "vLLM's registry; SGLang serves it"}
+                                  "vLLM's registry (its bailing_moe_linear.py serves Ling-2.5's "
+                                  "BailingMoeV2_5ForCausalLM, model_type bailing_hybrid); "
+                                  "SGLang serves it"}
 
 
 def vllm_layout(version: str | None = None) -> EngineLayout:

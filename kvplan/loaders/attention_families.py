@@ -212,9 +212,11 @@ def indexer_layers(f: Fields, num_layers: int) -> list[bool]:
     freq = f.integer("index_topk_freq", default=1, why="every layer computes its own top-k")
     offset = f.integer("index_skip_topk_offset", default=2, minimum=0, why="vLLM's default")
     pattern = f.raw("index_topk_pattern")
-    if pattern is not None:
-        if not isinstance(pattern, str) or len(pattern) != num_layers or set(pattern) - {"F", "S"}:
-            raise f.error("index_topk_pattern", f"expected {num_layers} characters F or S")
+    if pattern is not None:  # a string or a list of one-letter strings: vLLM indexes either
+        if (not isinstance(pattern, (str, list)) or len(pattern) != num_layers
+                or any(c not in ("F", "S") for c in pattern)):
+            raise f.error("index_topk_pattern", f"expected {num_layers} characters F or S (a "
+                          "string or a list)")
         full = [c == "F" for c in pattern]
     else:
         full = [max(i - offset + 1, 0) % freq == 0 for i in range(num_layers)]

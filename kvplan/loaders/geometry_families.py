@@ -197,3 +197,73 @@ def parse_nemotron_nas(f: Fields, model_type: str) -> list[tuple]:
                                                   head_dim_k=head_dim, head_dim_v=head_dim))
         blocks.append((spec,))
     return blocks
+
+
+#: Step-3.5 layer types vLLM's ``Step3p5DecoderLayer`` distinguishes (any other string would be
+#: built as full attention there; kvplan refuses it rather than guess).
+_STEP3P5_TYPES = {"full_attention": "full", "sliding_attention": "sliding"}
+
+
+def parse_step3p5(f: Fields, model_type: str) -> list[tuple]:
+    """Step-3.5-Flash (vLLM ``step3p5.py``): GQA on every layer with ``num_attention_groups`` KV
+    heads of ``head_dim`` (vLLM passes both to every layer, sliding ones included);
+    ``layer_types`` (followed by ``mtp_layer_types``, indexed by layer) makes a layer
+    ``sliding_attention`` with the window ``sliding_window``, else full. The query heads differ
+    per type: sliding layers take ``num_sliding_attention_heads``, else
+    ``attention_other_setting.num_attention_heads`` when its ``attention_type`` is
+    sliding_attention, else ``num_attention_heads`` (``_get_num_attention_heads``). The
+    trailing MTP entries of ``layer_types`` belong to the draft layers, not counted here."""
+    num_layers = f.num_layers()
+    impl = f.raw("att_impl_type", "GQA")
+    if impl != "GQA":
+        raise f.error("att_impl_type", f"{impl!r}: vLLM's step3p5 serves GQA only")
+    if f.flag("is_heterogeneous"):
+        raise f.error("is_heterogeneous", "per-layer head counts (per_layer_config) are not "
+                      "modelled")
+    types = f.array("layer_types")
+    if types is None:
+        raise f.error("layer_types", "missing: vLLM's step3p5 reads each layer's attention type")
+    mtp_types = f.array("mtp_layer_types") or []
+    listed = [*types, *mtp_types]
+    if len(listed) < num_layers:
+        raise f.error("layer_types", f"has {len(listed)} entries for {num_layers} layers")
+    kinds = []
+    for i, t in enumerate(listed[:num_layers]):
+        if t not in _STEP3P5_TYPES:
+            raise f.error(f"layer_types[{i}]", f"expected full_attention or sliding_attention, "
+                          f"got {t!r}")
+        kinds.append(_STEP3P5_TYPES[t])
+    kv = f.integer("num_attention_groups")
+    hidden = f.integer("hidden_size")
+    full_heads = f.integer("num_attention_heads")
+    other = f.sub("attention_other_setting") if f.has("attention_other_setting") else None
+    swa_heads = f.opt_int("num_sliding_attention_heads")
+    other_sliding = other is not None and other.get("attention_type") == "sliding_attention"
+    if swa_heads is None and other_sliding and other is not None:
+        swa_heads = other.integer("num_attention_heads")
+    if other is not None:
+        other.get("num_attention_heads")
+        for key, top in (("num_attention_groups", kv), ("head_dim", f.opt_int("head_dim"))):
+            value = other.opt_int(key)
+            if value is not None and value != top:
+                raise other.error(key, f"{value} differs from the top-level {key} {top}, which "
+                                  "vLLM's step3p5 builds every layer with")
+    swa_heads = swa_heads or full_heads
+    window = f.integer("sliding_window") if "sliding" in kinds else None
+    f.get("sliding_window")
+
+    def geometry(heads: int) -> dict:
+        given = f.opt_int("head_dim")  # vLLM: head_dim, else hidden_size / that layer's heads
+        if given is None and hidden % heads:
+            raise f.error("head_dim", f"missing, and hidden_size {hidden} is not divisible by "
+                          f"{heads} attention heads")
+        d = given or hidden // heads
+        return dict(num_attention_heads=heads, num_kv_heads=kv, head_dim_k=d, head_dim_v=d)
+
+    full = FullAttention(**geometry(full_heads))
+    for key in ("use_head_wise_attn_gate", "use_rope_layers", "mtp_mlp_layer_types"):
+        f.get(key)  # a per-head output gate, rope on/off, the draft's MLPs: no cache
+    if window is None:
+        return [(full,)] * num_layers
+    sliding = SlidingWindow(window_tokens=window, **geometry(swa_heads))
+    return [(sliding,) if k == "sliding" else (full,) for k in kinds]

@@ -19,9 +19,21 @@ from ..core.model import Model
 from .attention_families import parse_deepseek_v4, parse_mla, parse_sparse_mla, parse_standard
 from .context_limit import context_limit
 from .fields import Fields
-from .geometry_families import parse_gemma3n, parse_gemma4, parse_mimo_v2, parse_nemotron_nas
-from .kv_keys import uninterpreted
-from .linear_families import parse_kimi_linear, parse_lfm2, parse_minimax_lightning, parse_minimax_m2
+from .geometry_families import (
+    parse_gemma3n,
+    parse_gemma4,
+    parse_mimo_v2,
+    parse_nemotron_nas,
+    parse_step3p5,
+)
+from .kv_keys import RULE_KEYS, uninterpreted
+from .linear_families import (
+    parse_bailing_hybrid,
+    parse_kimi_linear,
+    parse_lfm2,
+    parse_minimax_lightning,
+    parse_minimax_m2,
+)
 from .ssm_families import (
     parse_bamba,
     parse_falcon_h1,
@@ -76,10 +88,12 @@ ADAPTERS.update({
     "minimax_text_01": parse_minimax_lightning,
     "minimax": parse_minimax_lightning,
     "minimax_m2": parse_minimax_m2,
+    "bailing_hybrid": parse_bailing_hybrid,  # Ling-3.0 (vLLM bailing_moe_v3.py)
     "gemma4_text": parse_gemma4,
     "gemma3n_text": parse_gemma3n,
     "mimo_v2_flash": parse_mimo_v2,
     "nemotron-nas": parse_nemotron_nas,
+    "step3p5": parse_step3p5,  # Step-3.5-Flash (vLLM step3p5.py)
 })
 
 #: transformers config-class defaults for fields a nested ``text_config`` may leave out: a
@@ -182,6 +196,10 @@ def text_fields(config: dict, source: str) -> tuple[Fields, Any]:
 
 #: The flag that accepts the standard-decoder reading of a config kvplan cannot establish.
 ASSUME_FLAG = "--assume-standard-attention"
+#: What that reading is (``attention_families.parse_standard``)
+STANDARD_READING = ("K and V of num_key_value_heads x head_dim on every layer, full attention "
+                    "or, where layer_types / sliding_window / attention_chunk_size say so, "
+                    "windowed or chunked")
 #: The geometry keys of a standard attention layer (read, and unused, by a model without one).
 ATTENTION_KEYS = ("num_attention_heads", "num_key_value_heads", "head_dim", "attention_head_dim",
                   "sliding_window", "attention_window")
@@ -204,6 +222,9 @@ def _mtp(f: Fields) -> None:
 
 def _by_keys(f: Fields) -> tuple[Adapter, str] | None:
     """An adapter an unknown model_type's own keys establish, with the keys that say so."""
+    if f.has("kv_lora_rank") and f.has("index_topk"):  # vLLM: index_topk makes MLA sparse
+        return parse_sparse_mla, ("sparse multi-head latent attention with a lightning-indexer "
+                                  "cache (kv_lora_rank, index_topk, index_head_dim)")
     if f.has("kv_lora_rank"):
         return parse_mla, "multi-head latent attention (kv_lora_rank, qk_rope_head_dim)"
     return None
@@ -236,10 +257,9 @@ def _layers(f: Fields, model_type: str, assume_standard: bool) -> tuple[list[tup
         keys = f" and kvplan cannot interpret its keys {', '.join(left)}" if left else ""
         raise f.error("model_type", f"unknown model_type {model_type!r}: kvplan has no rule for "
                       f"this architecture{keys}; pass {ASSUME_FLAG} to read it as a standard "
-                      "decoder (every layer full attention from num_attention_heads, "
-                      "num_key_value_heads and head_dim)")
-    f.assume(f"{ASSUME_FLAG}: model_type {model_type!r} read as a standard decoder (every layer "
-             "full attention from num_attention_heads, num_key_value_heads and head_dim)")
+                      f"decoder ({STANDARD_READING})")
+    f.assume(f"{ASSUME_FLAG}: model_type {model_type!r} read as a standard decoder "
+             f"({STANDARD_READING})")
     return parse_standard(f, model_type), True
 
 
@@ -286,7 +306,8 @@ def parse_config(config: object, *, name: str, source: str, hub_id: str | None =
         layers, assumed = _layers(f, model_type, assume_standard_attention)
     except ConfigError as e:  # name the keys no rule read too: a renamed key explains a default
         f.read.update(MODEL_KEYS + MTP_KEYS)  # parse_config's own, read after the adapter
-        left = [k for k in uninterpreted(f) if not (e.field or "").endswith(k)]
+        left = [k for k in uninterpreted(f) if not (e.field or "").endswith(k)
+                and k.rsplit(".", 1)[-1] not in RULE_KEYS]
         if not left or assume_standard_attention or e.field == prefix + "model_type":
             raise
         raise ConfigError(f"{e.detail} (the config also has key(s) {', '.join(left)} that no "

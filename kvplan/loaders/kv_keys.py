@@ -33,7 +33,7 @@ NOT_KV = frozenset({
     "n_group", "topk_group", "num_expert_group", "moe_intermediate_size",
     "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
     "n_shared_experts", "num_shared_experts", "moe_layer_start_index", "moe_layer_end_index",
-    "moe_layer_interval",
+    "moe_layer_interval", "moe_layers_enum",  # Step-3 / 3.5: the MoE layers, vLLM step3_text.py
     # projections, norms, biases, dropout, multipliers (weights or compute only)
     "q_lora_rank", "head_bias", "lm_head_bias", "conv_bias", "mamba_conv_bias",
     "mamba_proj_bias", "use_conv_bias", "use_mamba_kernels", "mamba_rms_norm",
@@ -50,6 +50,42 @@ NOT_KV = frozenset({
     # model-card style metadata; transformers' generic PretrainedConfig attributes
     "num_nextn_predict_layers_loss_weight", "pruned_heads", "activation_situ_linear_beta",
     "mlp_layer_types", "moe_router_dtype", "router_dtype",
+})
+#: KV-relevant names some kvplan rule interprets (every one that the fixture configs' parses
+#: read; ``tests/test_config_reading_audit.py`` keeps it complete). An adapter that stops at an
+#: error has not reached all of its keys yet: the error names only the keys outside this set,
+#: those no rule could have read (a renamed or new key), not the ones the adapter would read next.
+RULE_KEYS = frozenset({
+    "_sliding_window_pattern", "add_full_attention_sink_bias", "add_swa_attention_sink_bias",
+    "attention_chunk_size", "attention_head_dim", "attention_k_eq_v", "attention_window",
+    "attn_cfg", "attn_layer_idx", "attn_layer_indices", "attn_layer_offset",
+    "attn_layer_period", "attn_type_list", "block_configs", "compress_ratios",
+    "compress_rope_theta", "conv_L_cache", "conv_dim", "conv_dim_out", "conv_kernel",
+    "conv_use_xavier_init", "d_conv", "d_model", "d_state", "dtype", "expert_dtype",
+    "full_attention_interval", "full_attn_idxs", "full_attn_layers", "global_head_dim",
+    "head_dim", "headdim", "hidden_size", "hidden_size_per_layer_input", "hybrid_layer_pattern",
+    "hybrid_override_pattern", "index_head_dim", "index_n_heads",
+    "index_share_for_mtp_iteration", "index_skip_topk_offset", "index_topk", "index_topk_freq",
+    "index_topk_pattern", "indexer_rope_interleave", "indexer_types", "kda_layers",
+    "kda_lower_bound", "kda_safe_gate", "kv_channels", "kv_lora_rank", "layer_group_size",
+    "layer_types", "layers_block_type", "linear_attn_config", "linear_conv_kernel_dim",
+    "linear_key_head_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_silu",
+    "linear_value_head_dim", "mamba_d_conv", "mamba_d_head", "mamba_d_ssm", "mamba_d_state",
+    "mamba_expand", "mamba_head_dim", "mamba_headdim", "mamba_n_groups", "mamba_n_heads",
+    "mamba_ngroups", "mamba_num_heads", "mamba_ssm_cache_dtype", "mamba_ssm_dtype",
+    "max_window_layers", "model_type", "mtp_num_hidden_layers", "mtp_transformer_layers",
+    "mtp_use_kda", "multi_query", "multi_query_group_num", "n_embd", "n_groups", "n_head",
+    "n_head_kv", "n_heads", "n_heads_in_group", "n_mamba_heads", "new_decoder_architecture",
+    "nheads", "no_kda_lora", "no_rope_layer_interval", "no_rope_layers", "num_attention_heads",
+    "num_dense_layers", "num_global_key_value_heads", "num_hash_layers", "num_heads",
+    "num_hidden_layers", "num_key_value_heads", "num_kv_heads", "num_kv_heads_for_linear_attn",
+    "num_kv_shared_layers", "num_layers", "num_nextn_predict_layers", "o_lora_rank",
+    "qk_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "short_conv_kernel_size",
+    "sliding_window", "sliding_window_pattern", "sliding_window_size", "ssm_cfg",
+    "ssm_state_size", "state_size", "swa_head_dim", "swa_num_attention_heads",
+    "swa_num_key_value_heads", "swa_v_head_dim", "torch_dtype", "use_kda_lora",
+    "use_prefill_window_in_sink_attention", "use_qkv_bias", "use_sliding_window", "v_head_dim",
+    "window_length",
 })
 #: Prefixes of names that shape no cache (norm and activation constants, routing).
 NOT_KV_PREFIXES = ("layernorm_", "router_", "activation_")

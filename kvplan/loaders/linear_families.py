@@ -17,6 +17,19 @@ docs/architectures.md):
 - minimax_m2: every layer is full attention. vLLM's ``minimax_m2.py`` (0.34) and transformers'
   ``MiniMaxM2Config`` never read ``attn_type_list``; where a config has one it must say so
   (all 1), and a config without one (AIConfigurator's MiniMax-M2.5) means the same.
+- bailing_hybrid (inclusionAI Ling / Ring 2.5+): one model_type, two architectures.
+  ``BailingMoeV3ForCausalLM`` (Ling-3.0; vLLM ``bailing_moe_v3.py``, in the registry from
+  0.28.0): layer i is MLA when ``(i + 1) % layer_group_size == 0`` or i is in the trailing
+  partial group (``i >= num_hidden_layers // layer_group_size * layer_group_size``), else KDA
+  with ``num_attention_heads`` heads of ``head_dim`` (conv over q, k and v of
+  ``short_conv_kernel_size`` taps, a float32 heads x head_dim x head_dim state: vLLM
+  ``kda_state_shape`` / ``kda_state_dtype``). Ling-3.0-flash: 42 layers, groups of 6, so 7
+  MLA layers of (512 + 64) latent and 35 KDA layers of 32 heads x 128.
+  ``BailingMoeV2_5ForCausalLM`` (Ling-2.5 / 2.6, Ring-2.5; vLLM ``bailing_moe_linear.py``,
+  from 0.17.0) is refused: no published config.json of it has been read (its vLLM rule, for
+  when one is: lightning attention where ``(i + 1) % layer_group_size != 0``, MLA on the rest,
+  a ``num_attention_heads x head_dim x head_dim`` state in the model dtype, TP at most and
+  dividing ``group_norm_size``).
 """
 
 from __future__ import annotations
@@ -146,3 +159,60 @@ def parse_minimax_m2(f: Fields, model_type: str) -> list[tuple]:
                       "(every layer is softmax attention, 1)")
     attn = attention_spec(f, model_type, "full")
     return [(attn,)] * num_layers
+
+
+#: ``bailing_hybrid`` architectures whose vLLM cache rule kvplan reads, and the one it refuses
+BAILING_V3 = "BailingMoeV3ForCausalLM"
+BAILING_V25 = "BailingMoeV2_5ForCausalLM"
+
+
+def _bailing_architecture(f: Fields) -> str:
+    archs = f.array("architectures")
+    names = [a for a in (archs or []) if isinstance(a, str)]
+    known = [a for a in names if a in (BAILING_V3, BAILING_V25)]
+    if len(set(known)) != 1:
+        raise f.error("architectures", f"{names or archs!r}: a bailing_hybrid config must name "
+                      f"{BAILING_V3} (Ling-3.0: KDA + MLA) or {BAILING_V25} (Ling-2.5: "
+                      "lightning + MLA); the two share the model_type but not the cache")
+    return known[0]
+
+
+def parse_bailing_hybrid(f: Fields, model_type: str) -> list[tuple]:
+    """Ling-3.0 (KDA + MLA) as vLLM 0.34's ``bailing_moe_v3.py`` builds it; Ling-2.5 is refused
+    (module docstring)."""
+    arch = _bailing_architecture(f)
+    if arch == BAILING_V25:
+        raise f.error("architectures", f"{BAILING_V25} (Ling-2.5 / 2.6, Ring-2.5: lightning "
+                      "attention + MLA) is not read yet: no published config.json of it has "
+                      "been checked against vLLM's bailing_moe_linear.py")
+    num_layers = f.num_layers()
+    group = f.integer("layer_group_size")
+    whole = num_layers // group * group
+    heads, dim = f.integer("num_attention_heads"), f.integer("head_dim")
+    if not f.flag("no_kda_lora") or f.flag("use_kda_lora"):
+        raise f.error("no_kda_lora", "vLLM's bailing_moe_v3.py serves the full-rank KDA gates "
+                      "only (no_kda_lora true; it raises otherwise)")
+    k_heads = f.opt_int("num_kv_heads_for_linear_attn", minimum=0)
+    if k_heads not in (None, 0, heads):
+        raise f.error("num_kv_heads_for_linear_attn", f"{k_heads}: vLLM's bailing_moe_v3.py "
+                      f"gives KDA's keys all {heads} num_attention_heads and reads no other "
+                      "count")
+    kda = KimiDeltaAttention(num_k_heads=heads, num_v_heads=heads, head_k_dim=dim,
+                             head_v_dim=dim, conv_kernel=f.integer("short_conv_kernel_size"))
+    mla = _mla(f)
+    qk = f.opt_int("qk_head_dim")
+    if qk is not None and qk != mla.qk_nope_head_dim + mla.qk_rope_head_dim:
+        raise f.error("qk_head_dim", f"{qk} is not qk_nope_head_dim + qk_rope_head_dim = "
+                      f"{mla.qk_nope_head_dim + mla.qk_rope_head_dim} (vLLM uses the sum)")
+    if f.flag("use_mla_nope"):
+        raise f.error("use_mla_nope", "an MLA without its rotary part is not what vLLM's "
+                      "bailing_moe_v3.py builds (it always caches qk_rope_head_dim)")
+    # read and not cache-shaping: the MTP layer's kind (MTP layers are not counted), the
+    # KDA gate's bound, the MHA KV-head count of the MLA layers (vLLM's MLA caches the latent),
+    # the linear-attention SiLU, group norm and QKV bias of the Ling-2.5 layers V3 does not
+    # build, and a Qwen-style max_window_layers with no sliding window to bound (vLLM's
+    # bailing_moe_v3.py reads none of these)
+    f.get("mtp_use_kda"), f.get("kda_lower_bound"), f.get("kda_safe_gate")
+    f.get("num_key_value_heads"), f.get("linear_silu"), f.get("group_norm_size")
+    f.get("use_qkv_bias"), f.get("max_window_layers")
+    return [(mla,) if (i + 1) % group == 0 or i >= whole else (kda,) for i in range(num_layers)]
