@@ -94,3 +94,13 @@ def test_vllm_releases():
     with pytest.raises(KvplanError, match="first served 'bailing_hybrid' models in 0.28.0"):
         kv_footprint(m, [1], engine="vllm@0.27.1")
     assert kv_footprint(m, [1], engine="vllm@0.28.0").bytes_per_token == 7 * 576 * BF16
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "llama.cpp", "sglang", "transformers"])
+def test_engines_whose_ling3_layout_is_not_read_refuse_it(capsys, engine):
+    # only vLLM's bailing_moe_v3.py was read; the others say so rather than price a layout
+    from cli_helpers import fail
+
+    msg = fail(capsys, "size", "tests/fixtures/configs/inclusionAI__Ling-3.0-flash.json",
+               "--engine", engine)
+    assert "bailing_hybrid" in msg

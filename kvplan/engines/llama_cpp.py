@@ -67,4 +67,7 @@ def llama_cpp_layout(version: str | None = None) -> EngineLayout:
         max_tp=1,
         applies_checkpoint_kv_scheme=False,  # GGUF files carry no KV scheme: -ctk/-ctv decide
         v_needs_flash_attention=frozenset(QUANTISED),
+        unserved_model_types={t: "kvplan has not read whether llama.cpp converts this "
+                                 "architecture, or its cache layout if it does"
+                              for t in ("bailing_hybrid", "step3p5")},
     )

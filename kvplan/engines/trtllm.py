@@ -31,5 +31,6 @@ def trtllm_layout(version: str | None = None) -> EngineLayout:
                                         "gemma3n_text", "mimo_v2_flash", "qwen3_5_text",
                                         "qwen3_5_moe_text", "kimi_linear", "lfm2", "lfm2_moe",
                                         "minimax_m1", "minimax_text_01", "minimax",
-                                        "nemotron-nas", "step3_text")},
+                                        "nemotron-nas", "step3_text", "step3p5",
+                                        "bailing_hybrid")},
     )
