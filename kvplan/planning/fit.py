@@ -17,7 +17,7 @@ from ..core.budget import Budget, BudgetInputs
 from ..core.dtypes import dtype_bytes
 from ..core.errors import InputError, ParallelismError
 from ..core.model import Model
-from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stages
+from ..core.parallel import MoeSplit, experts_on_busiest_rank, pp_stage_sizes, pp_stages
 from ..core.units import cdiv, ceil_bytes
 from ..core.weights import Weights, expert_layer_bytes, expert_width, tensor_role, weight_bytes
 from ..engines import EngineLayout, get_engine, sglang_dsa
@@ -206,6 +206,24 @@ def _split_note(split: MoeSplit, weights: Weights | None) -> str:
     return "; ".join([ranks, *roles, experts])
 
 
+def _check_deepstack_stages(model, pp: int) -> None:
+    """Qwen3-VL feeds its deepstack visual features into the first ``len(
+    vision_config.deepstack_visual_indexes)`` decoder layers, and vLLM asserts every later
+    pipeline stage starts at or after them (0.34 qwen3_vl.py: ``start_layer >=
+    len(deepstack_visual_indexes)``): Qwen3-VL-8B's 36 layers and 3 indexes allow pp <= 12
+    (3 layers a stage), not 13 (stage 1 starts at layer 2)."""
+    vision = (model.config or {}).get("vision_config")
+    indexes = vision.get("deepstack_visual_indexes") if isinstance(vision, dict) else None
+    if not isinstance(indexes, list) or not indexes:
+        return
+    first = pp_stage_sizes(model.num_layers, pp)[0]
+    if first < len(indexes):
+        raise ParallelismError(
+            f"vLLM's Qwen3-VL asserts every pipeline stage after the first starts at or after "
+            f"layer {len(indexes)} (len(vision_config.deepstack_visual_indexes)); at pp {pp} "
+            f"stage 1 starts at layer {first}: use a smaller --pp", field="pp")
+
+
 #: text model types whose vLLM model class does not implement SupportsPP (vLLM refuses pp > 1):
 #: gemma3n_mm.py (0.34), minimax_text_01.py (0.13, the last releases that serve MiniMax-M1),
 #: zamba2.py (0.34: ``Zamba2ForCausalLM(nn.Module, HasInnerState, IsHybrid)``)
@@ -254,6 +272,8 @@ def plan_layout(req: FitRequest) -> FitResult:
     if layout.name == "vllm":  # a tied lm_head on a rank without the embedding (Falcon-H1)
         from ..loaders.params_stages import check_vllm_tied_pp
         check_vllm_tied_pp(model, req.pp)
+    if layout.name == "vllm" and req.pp > 1:
+        _check_deepstack_stages(model, req.pp)
     if layout.name == "vllm" and model.model_type == "lfm2_moe":  # lfm2_moe.py's own refusals
         from ..loaders.params_lfm2 import check_vllm_parallel
         check_vllm_parallel(model, req.tp, req.pp)
