@@ -120,10 +120,11 @@ class Weights:
 
     @property
     def params_lookup(self) -> int:
-        """Parameters a token only gathers a row of: the embedding tables (an untied input
-        embedding; Gemma-3n's per-layer tables), not a tied one (the LM head multiplies by it)
-        nor a per-token projection placed with them."""
-        return sum(t.params for t in self.tensors if t.place == "embed" and not t.per_token
+        """Parameters a token only gathers a row of: the vocabulary tables placed with the
+        embedding (an untied input embedding; Gemma-3n's per-layer tables), not a tied one
+        (the LM head multiplies by it), nor the towers and projections placed with them."""
+        return sum(t.params for t in self.tensors
+                   if t.place == "embed" and t.shard == "vocab" and not t.per_token
                    and not (self.tied_embeddings and t.name == "embed_tokens"))
 
     @property

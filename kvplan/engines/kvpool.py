@@ -190,6 +190,54 @@ def vllm_groups_request_bytes(groups: PoolGroups, layers: Sequence[PoolLayer], m
     return groups.group_size * groups.page_bytes * cdiv(first, groups.page_bytes)
 
 
+def vllm_start_shortfall(version: str, stage_groups: PoolGroups, stage_layers: Sequence[PoolLayer],
+                         whole_groups: PoolGroups, whole_layers: Sequence[PoolLayer],
+                         available_bytes: int, max_model_len: int,
+                         max_num_batched_tokens: int) -> tuple[int, int] | None:
+    """vLLM's start-up check on one worker (pipeline stage) that its KV memory holds one
+    ``max_model_len`` request: None when it passes, else (bytes the check wants, bytes it
+    grants). By release, as each writes it:
+
+    - up to 0.13 (``check_enough_kv_cache_memory`` per worker): the sum of the worker's layers'
+      ``max_memory_usage_bytes`` against its memory;
+    - 0.14 - 0.16: the whole model's groups against the smallest worker
+      (``vllm_groups_request_bytes``; made by the caller, which sees every stage);
+    - 0.17 - 0.19 (groups projected onto the worker): ``group_size x page x cdiv(the first
+      group's maximum, page)``, the first group's only (0.17.1, 0.18.0 ``kv_cache_utils.py``);
+      one group of per-layer specs: the sum of its layers' maxima;
+    - 0.20 - 0.28: the same with every group's pages summed (0.20.0 - 0.28.0: ``blocks_needed =
+      sum(cdiv(...))``);
+    - from 0.29: ``bytes_per_block x`` every group's pages (one of per-layer specs: its largest
+      layer's) against the memory less one block, the null block the pool holds back (0.29.0,
+      0.30.0 ``kv_cache_utils.py``, 0.34 ``kv_cache_planning.py``).
+    A one-group model passes exactly when the worker holds ``cdiv(max_model_len, block)``
+    blocks (+ 1 from 0.29). Llama-3.1-8B bf16 at 131,072 tokens on a 4 GiB pool: it wants
+    32 x 65,536 x 8,192 = 16 GiB."""
+    from .base import version_tuple
+
+    v = version_tuple(version)
+
+    def usage(lay: PoolLayer) -> int:
+        return layer_max_usage_bytes(lay, max_model_len, max_num_batched_tokens)
+
+    def pages(lay: PoolLayer) -> int:
+        return cdiv(usage(lay), lay.page_bytes)
+
+    if v < (0, 14, 0) or (v < (0, 29, 0) and stage_groups.uniform_type):
+        need, grant = sum(usage(lay) for lay in stage_layers), available_bytes
+    elif v < (0, 17, 0):
+        return None  # the whole model's check: the caller's
+    elif v < (0, 29, 0):
+        first = [whole_groups.groups[0]] if v < (0, 20, 0) else whole_groups.groups
+        need = stage_groups.block_bytes * sum(pages(whole_layers[g[0]]) for g in first)
+        grant = available_bytes
+    else:
+        blocks = (max(pages(lay) for lay in stage_layers) if stage_groups.uniform_type
+                  else sum(pages(whole_layers[g[0]]) for g in whole_groups.groups))
+        need, grant = stage_groups.block_bytes * blocks, available_bytes - stage_groups.block_bytes
+    return None if need <= grant else (need, grant)
+
+
 def vllm_blocks_per_request(groups: PoolGroups, layers: Sequence[PoolLayer], max_model_len: int,
                             max_num_batched_tokens: int) -> int:
     """Blocks of the shared pool one request of ``max_model_len`` tokens may need."""

@@ -214,7 +214,8 @@ def parse_step3p5(f: Fields, model_type: str) -> list[tuple]:
     sliding_attention, else ``num_attention_heads`` (``_get_num_attention_heads``). The
     trailing MTP entries of ``layer_types`` belong to the draft layers, not counted here."""
     num_layers = f.num_layers()
-    impl = f.raw("att_impl_type", "GQA")
+    # getattr(config, "att_impl_type", "GQA"): an explicit null is not GQA, and vLLM raises
+    impl = f.get("att_impl_type") if "att_impl_type" in f.config else "GQA"
     if impl != "GQA":
         raise f.error("att_impl_type", f"{impl!r}: vLLM's step3p5 serves GQA only")
     if f.flag("is_heterogeneous"):

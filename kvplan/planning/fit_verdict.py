@@ -12,6 +12,7 @@ from ..engines.kvpool import (
     vllm_groups_request_bytes,
     vllm_max_concurrency,
     vllm_pool_tokens,
+    vllm_start_shortfall,
 )
 from .fit_pools import scheduler_pool, seq_bytes_on_stage, token_pool, vllm_seq_blocks
 from .fit_types import FitResult
@@ -47,8 +48,7 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         nb = min(p.num_blocks or 0 for p in cached)
         busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
         layers, g = scheduler_pool(plans, layout)
-        if len(cached) > 1:
-            refused = _whole_model_check(layout, cached, layers, g, max_model_len, mnbt)
+        refused = _start_check(layout, cached, layers, g, max_model_len, mnbt)
         tokens = vllm_pool_tokens(nb, g, layers)
         engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, mnbt)
         private, shared = vllm_seq_blocks(layers, g, ctx, req.shared_prefix_tokens, layout)
@@ -127,26 +127,47 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         notes=tuple(dict.fromkeys([*notes, *budget.notes])), draft_footprint=draft_fp)
 
 
-def _whole_model_check(layout, cached, layers, groups, max_model_len: int, mnbt: int) -> str | None:
-    """vLLM 0.14.0 - 0.16.x check at start-up that the smallest stage's KV memory holds one
-    ``max_model_len`` request of the whole model's groups, every stage's layers
-    (``get_kv_cache_configs``: ``_check_enough_kv_cache_memory(min(available_memory),
-    _max_memory_usage_bytes_from_groups(global_kv_cache_groups))``); 0.17.0 checks each
-    stage's own layers (``_project_kv_cache_groups_to_worker``), as releases before 0.14 did.
-    The refusal line, or None when the check passes or the release does not make it."""
-    if not (0, 14, 0) <= version_tuple(layout.version) < (0, 17, 0):
-        return None
-    need = vllm_groups_request_bytes(groups, layers, max_model_len, mnbt)
-    small = min(cached, key=lambda p: p.budget.kv_pool_bytes)
-    if need <= small.budget.kv_pool_bytes:
-        return None
-    return (f"does not fit: vLLM {layout.version} refuses to start: one {max_model_len:,}-token "
-            f"request of the whole model's KV cache groups (every stage's layers) needs "
-            f"{need:,} B ({need / 2**30:.2f} GiB), more than stage {small.stage}'s "
-            f"{small.budget.kv_pool_bytes:,} B ({small.budget.kv_pool_bytes / 2**30:.2f} GiB) KV "
-            "memory (get_kv_cache_configs checks min(available_memory) against the whole "
-            "model; 0.17.0 checks each stage's own layers): use vllm@0.17.0 or later, a "
-            "shorter --max-model-len or a smaller --pp")
+def _start_check(layout, cached, layers, groups, max_model_len: int, mnbt: int) -> str | None:
+    """vLLM's start-up check that one ``max_model_len`` request fits the KV memory
+    (``kvpool.vllm_start_shortfall``, by release): the refusal line, or None when it passes.
+    0.14.0 - 0.16.x check the whole model's groups (every stage's layers:
+    ``_check_enough_kv_cache_memory(min(available_memory), _max_memory_usage_bytes_from_groups(
+    global_kv_cache_groups))``) against the smallest stage; other releases each stage's own."""
+    v = version_tuple(layout.version)
+    where = lambda p: f" of stage {p.stage}" if len(cached) > 1 else ""  # noqa: E731
+    if (0, 14, 0) <= v < (0, 17, 0):
+        need = vllm_groups_request_bytes(groups, layers, max_model_len, mnbt)
+        small = min(cached, key=lambda p: p.budget.kv_pool_bytes)
+        if need <= small.budget.kv_pool_bytes:
+            return None
+        later = not any(_stage_shortfall("0.17.0", p, layers, groups, max_model_len, mnbt)
+                        for p in cached)
+        return (f"does not fit: vLLM {layout.version} refuses to start: one {max_model_len:,}-"
+                f"token request of the whole model's KV cache groups"
+                f"{' (every stage' + chr(39) + 's layers)' if len(cached) > 1 else ''} needs "
+                f"{need:,} B ({need / 2**30:.2f} GiB), more than the "
+                f"{small.budget.kv_pool_bytes:,} B ({small.budget.kv_pool_bytes / 2**30:.2f} GiB) "
+                f"KV memory{where(small)} (get_kv_cache_configs checks min(available_memory) "
+                "against the whole model): "
+                + ("vllm@0.17.0 or later checks each stage's own layers and starts; or "
+                   if later and len(cached) > 1 else "")
+                + "plan a shorter --max-model-len or more KV memory per GPU")
+    for p in cached:
+        short = _stage_shortfall(layout.version, p, layers, groups, max_model_len, mnbt)
+        if short:
+            need, grant = short
+            return (f"does not fit: vLLM {layout.version} refuses to start: one "
+                    f"{max_model_len:,}-token request needs {need:,} B ({need / 2**30:.2f} GiB) "
+                    f"of KV memory{where(p)}, which grants it {max(grant, 0):,} B "
+                    f"({max(grant, 0) / 2**30:.2f} GiB) (check_enough_kv_cache_memory): plan a "
+                    "shorter --max-model-len or more KV memory per GPU")
+    return None
+
+
+def _stage_shortfall(version: str, p, layers, groups, max_model_len: int, mnbt: int):
+    g = p.pool_groups or vllm_groups(p.pool_layers, version)
+    return vllm_start_shortfall(version, g, p.pool_layers, groups, layers,
+                                p.budget.kv_pool_bytes, max_model_len, mnbt)
 
 
 def _stage_pool_note(busiest, cached, groups: int) -> str:
