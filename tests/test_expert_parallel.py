@@ -255,9 +255,6 @@ def test_validate_predicts_an_attention_dp_row(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("args, needle", [
-    # Ling-3.0-flash's (MoE) parameters are not modelled: --weight-memory cannot place experts
-    (("tests/fixtures/configs/inclusionAI__Ling-3.0-flash.json", "--dp", "8", "--weight-memory",
-      "40GiB"), "need the model's parameter inventory"),
     # Qwen3-30B-A3B experts are 768 wide: vLLM's flattened MoE TP over 5 GPUs cannot split them
     (("qwen3-30b-a3b", "--dp", "5"), "768 intermediate rows over 5 GPUs"),
     (("deepseek-v3", "--dp", "99999999999"), "kvplan plans at most 4,096"),
@@ -267,6 +264,17 @@ def test_validate_predicts_an_attention_dp_row(capsys, monkeypatch):
 def test_review_refusals(capsys, args, needle):
     line = fail(capsys, "fit", *args, "--gpu", "h200", "-c", "8k")
     assert needle in line, line
+
+
+def test_dp_needs_a_parameter_inventory(tmp_path, capsys):
+    # Ling-3.0-flash with qkv biases, which vLLM's BailingMoeV3 does not build: kvplan has no
+    # parameter inventory for it, and --weight-memory cannot say which weights are experts
+    cfg = json.loads(open("tests/fixtures/configs/inclusionAI__Ling-3.0-flash.json").read())
+    path = tmp_path / "ling.json"
+    path.write_text(json.dumps(cfg | {"use_qkv_bias": True}))
+    line = fail(capsys, "fit", str(path), "--dp", "8", "--weight-memory", "40GiB", "--gpu",
+                "h200", "-c", "8k")
+    assert "need the model's parameter inventory" in line, line
 
 
 def test_layout_search_from_a_dp_plan_and_into_one(capsys):

@@ -459,6 +459,38 @@ def _ffn(inv: _Inventory, i: int, block: tuple, pattern: str | None) -> None:
         inv.mlp("mlp", inter, bias=f.flag("mlp_bias", False))
 
 
+def _falcon_h1_keys(f: Fields) -> None:
+    """Falcon-H1's weight-named keys as vLLM 0.34's falcon_h1.py reads them. Every layer
+    (``FalconH1ParallelHybrid``) holds attention, Mamba-2 and a ``FalconH1MLP`` of
+    intermediate_size, bias-free qkv / o_proj and gate_up / down_proj whatever
+    attention_bias / mlp_bias say, and the Mamba in / out projections' biases both follow
+    mamba_proj_bias (``MambaMixer2(use_bias=...)``). Settings under which the checkpoint holds
+    tensors vLLM does not build (or lacks ones it builds) are refused. Falcon-H1-0.5B:
+    521,411,104 parameters, the published checkpoint's count."""
+    # scalars, no tensor: the logits scale (LogitsProcessor(scale=...)), the MLP's gate and
+    # down multipliers (two floats vLLM unpacks); the gated norm's order (vLLM's
+    # Mixer2RMSNormGated fixes norm_before_gate false; its weight follows mamba_rms_norm)
+    f.get("lm_head_multiplier"), f.get("mlp_multipliers"), f.get("mamba_norm_before_gate")
+    # read by neither vLLM 0.34 nor transformers' FalconH1Config: the MLP is intermediate_size
+    # wide (Falcon-H1-0.5B: mlp_expansion_factor 8, intermediate_size 2048 = 2 x hidden_size)
+    f.get("mlp_expansion_factor")
+    if not f.flag("mamba_use_mlp", True):
+        raise f.error("mamba_use_mlp", "false: vLLM 0.34's falcon_h1.py builds the MLP on every "
+                      "layer whatever it says (a checkpoint without one does not load); pass "
+                      "--weight-memory")
+    for key in ("attention_bias", "mlp_bias"):
+        if f.flag(key):
+            raise f.error(key, "true: vLLM's falcon_h1.py builds its attention and MLP "
+                          "projections bias-free, so the checkpoint's biases would not load; "
+                          "pass --weight-memory")
+    proj_bias = f.flag("mamba_proj_bias", False)
+    if f.flag("projectors_bias", False) != proj_bias:
+        raise f.error("projectors_bias", f"{f.flag('projectors_bias')} with mamba_proj_bias "
+                      f"{proj_bias}: transformers gives the Mamba out_proj a bias by "
+                      "projectors_bias, vLLM's MambaMixer2 by mamba_proj_bias, so one holds a "
+                      "tensor the other lacks; pass --weight-memory")
+
+
 def _nas_intermediate(ffn: dict, hidden: int, f: Fields, i: int) -> int:
     """DeciLM's ``_ffn_mult_to_intermediate_size``: int(2 x ffn_mult x hidden / 3) rounded up
     to a multiple of 256."""
@@ -677,6 +709,10 @@ def _own_module(model: Model, f: Fields, mt: str):
         from .params_dsv4 import deepseek_v4_tensors
         mtp_name, notes = deepseek_v4_tensors(inv, model)
         return inv, ([f], False, mtp_name, notes)
+    if mt == "bailing_hybrid":  # Ling-3.0: KDA + gated MLA, fp32 routers, an MLA MTP layer
+        from .params_bailing import bailing_v3_tensors
+        read, mtp_name, notes = bailing_v3_tensors(inv, model)
+        return inv, (read, False, mtp_name, notes)
     from .params_kimi_k3 import is_kimi_k3, kimi_k3_tensors
 
     if mt == "kimi_linear" and is_kimi_k3(model):  # latent MoE, full-rank KDA gate, AttnRes
@@ -720,13 +756,13 @@ def weight_inventory(model: Model) -> Weights:
     if mt == "nemotron_h":
         from .ssm_families import _nemotron_pattern
         pattern = _nemotron_pattern(f)
+    if mt == "falcon_h1":
+        _falcon_h1_keys(f)
     for i, block in enumerate(model.layers):
         inv.place, inv.layer = "layer", i
         for spec in block:
             inv.mixer(spec)
         _norms(inv, block)
-        if mt == "falcon_h1" and not f.flag("mamba_use_mlp", True):
-            continue
         _ffn(inv, i, block, pattern)
     inv.place = "head"
     inv.norm("final_norm", hidden, mt in LAYERNORM_BIAS or _mamba_ssm_layernorm(f, mt),
