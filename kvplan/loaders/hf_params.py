@@ -217,7 +217,8 @@ class _Inventory:
                 self.add("mamba.conv1d.bias", d, shard="column")
             self.linear("mamba.x_proj", dt_rank + 2 * spec.d_state, d, "row")
             self.linear("mamba.dt_proj", d, dt_rank, "column", True)
-            self.add("mamba.A_log", d, spec.d_state, shard="column")
+            # vLLM keeps A in fp32 (0.34 mamba_mixer.py / mamba_mixer2.py: dtype=torch.float32)
+            self.add("mamba.A_log", d, spec.d_state, shard="column", dtype="fp32")
             self.add("mamba.D", d, shard="column")
             if self.mt == "jamba" and f.flag("mamba_inner_layernorms", True):  # JambaConfig default
                 self.norm("mamba.dt_layernorm", dt_rank)
@@ -231,7 +232,8 @@ class _Inventory:
         if conv_bias:
             self.add("mamba.conv1d.bias", d + 2 * gs, shard="column")
         for name in ("dt_bias", "A_log", "D"):
-            self.add(f"mamba.{name}", spec.num_heads, shard="column")
+            self.add(f"mamba.{name}", spec.num_heads, shard="column",
+                     dtype="fp32" if name == "A_log" else None)
         if self.mt != "falcon_h1" or f.flag("mamba_rms_norm", False):
             self.add("mamba.norm.weight", d, shard="column")
         self.linear("mamba.out_proj", h, d, "row", proj_bias)
