@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import fail
+from test_step3_family import _step3p5
 
 from kvplan.cli.main import run
 
@@ -69,18 +70,6 @@ def test_active_without_lookup_subtracts_only_the_embedding(capsys):
     # matmuls, not a lookup
     d = _fit(capsys, "qwen3-vl-30b-a3b-instruct", "--gpu", "h200")
     assert d["params_active"] - d["params_active_without_lookup"] == 151_936 * 2_048
-
-
-def _step3p5(**over) -> dict:
-    types = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(48)]
-    cfg = {
-        "architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "hidden_size": 4096,
-        "intermediate_size": 11264, "num_attention_heads": 64, "num_attention_groups": 8,
-        "num_hidden_layers": 45, "vocab_size": 128896, "head_dim": 128,
-        "max_position_embeddings": 262144, "layer_types": types, "sliding_window": 512,
-        "use_head_wise_attn_gate": True, "torch_dtype": "bfloat16",
-    }
-    return cfg | over
 
 
 def test_step3p5_error_does_not_call_num_attention_groups_uninterpreted(tmp_path, capsys):
