@@ -96,3 +96,18 @@ def test_uniform_type_group_on_a_stage_by_release(version, block):
     s = vllm_stage_groups(g, layers, (0, 1), version)
     assert s.block_bytes == block
     assert vllm_num_blocks(2**30, s) == 2**30 // block
+
+
+@pytest.mark.parametrize("version,pp,async_on,tokens", [
+    ("0.24.0", 1, True, 8_192),        # the spec reads max_num_batched_tokens
+    ("0.26.0", 1, True, 2 * 8_192),    # max_in_flight_tokens: 2 concurrent batches
+    ("0.30.0", 2, True, 2 * 8_192),    # V1 runner under PP: pp batches
+    ("0.30.0", 3, True, 3 * 8_192),
+    ("0.34.0", 2, True, 3 * 8_192),    # 0.34: pp + 1
+    ("main", 1, True, 2 * 8_192),
+    ("main", 1, False, 8_192),         # no async scheduling (a draft model): pp batches
+])
+def test_in_flight_tokens_by_release(version, pp, async_on, tokens):
+    from kvplan.engines.kvpool import vllm_in_flight_tokens
+
+    assert vllm_in_flight_tokens(version, 8_192, pp, async_on) == tokens

@@ -190,6 +190,30 @@ def vllm_groups_request_bytes(groups: PoolGroups, layers: Sequence[PoolLayer], m
     return groups.group_size * groups.page_bytes * cdiv(first, groups.page_bytes)
 
 
+def vllm_in_flight_tokens(version: str, max_num_batched_tokens: int, pp: int,
+                          async_scheduling: bool) -> int:
+    """The tokens a sliding or chunked layer's reservation spans past its window: up to 0.24
+    ``max_num_batched_tokens`` (``SlidingWindowSpec.max_memory_usage_bytes``); from 0.26
+    ``VllmConfig.max_in_flight_tokens`` = ``max_concurrent_batches x max_num_batched_tokens``,
+    in-flight batches keeping their blocks until they settle. ``max_concurrent_batches``:
+    0.26 - 0.30 with async scheduling 2 at pp 1 and pp on the V1 model runner beyond (pp + 1
+    on the V2 runner, default for some architectures only: the V1 rule is taken), 0.34 pp + 1;
+    without async scheduling (vLLM turns it off for a separate draft model) pp. vLLM 0.34,
+    8,192-token batches, pp 1: 2 x 8,192 = 16,384."""
+    from .base import version_tuple
+
+    v = version_tuple(version)
+    if v < (0, 26, 0):
+        return max_num_batched_tokens
+    if not async_scheduling:
+        batches = pp
+    elif v >= (0, 34, 0):
+        batches = pp + 1
+    else:
+        batches = 2 if pp <= 1 else pp
+    return batches * max_num_batched_tokens
+
+
 def vllm_start_shortfall(version: str, stage_groups: PoolGroups, stage_layers: Sequence[PoolLayer],
                          whole_groups: PoolGroups, whole_layers: Sequence[PoolLayer],
                          available_bytes: int, max_model_len: int,
@@ -202,10 +226,10 @@ def vllm_start_shortfall(version: str, stage_groups: PoolGroups, stage_layers: S
       ``max_memory_usage_bytes`` against its memory;
     - 0.14 - 0.16: the whole model's groups against the smallest worker
       (``vllm_groups_request_bytes``; made by the caller, which sees every stage);
-    - 0.17 - 0.19 (groups projected onto the worker): ``group_size x page x cdiv(the first
+    - 0.17 - 0.18 (groups projected onto the worker): ``group_size x page x cdiv(the first
       group's maximum, page)``, the first group's only (0.17.1, 0.18.0 ``kv_cache_utils.py``);
       one group of per-layer specs: the sum of its layers' maxima;
-    - 0.20 - 0.28: the same with every group's pages summed (0.20.0 - 0.28.0: ``blocks_needed =
+    - 0.19 - 0.28: the same with every group's pages summed (0.19.0 - 0.28.0: ``blocks_needed =
       sum(cdiv(...))``);
     - from 0.29: ``bytes_per_block x`` every group's pages (one of per-layer specs: its largest
       layer's) against the memory less one block, the null block the pool holds back (0.29.0,
@@ -228,7 +252,7 @@ def vllm_start_shortfall(version: str, stage_groups: PoolGroups, stage_layers: S
     elif v < (0, 17, 0):
         return None  # the whole model's check: the caller's
     elif v < (0, 29, 0):
-        first = [whole_groups.groups[0]] if v < (0, 20, 0) else whole_groups.groups
+        first = [whole_groups.groups[0]] if v < (0, 19, 0) else whole_groups.groups
         need = stage_groups.block_bytes * sum(pages(whole_layers[g[0]]) for g in first)
         grant = available_bytes
     else:

@@ -10,6 +10,7 @@ from ..engines.base import version_tuple
 from ..engines.kvpool import (
     vllm_groups,
     vllm_groups_request_bytes,
+    vllm_in_flight_tokens,
     vllm_max_concurrency,
     vllm_pool_tokens,
     vllm_start_shortfall,
@@ -48,15 +49,20 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         nb = min(p.num_blocks or 0 for p in cached)
         busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
         layers, g = scheduler_pool(plans, layout)
-        refused = _start_check(layout, cached, layers, g, max_model_len, mnbt)
+        # what a sliding / chunked layer reserves past its window (0.26+: in-flight batches)
+        horizon = vllm_in_flight_tokens(layout.version, mnbt, req.pp, draft_fp is None)
+        refused = _start_check(layout, cached, layers, g, max_model_len, horizon)
         tokens = vllm_pool_tokens(nb, g, layers)
-        engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, mnbt)
+        engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, horizon)
         private, shared = vllm_seq_blocks(layers, g, ctx, req.shared_prefix_tokens, layout)
         conc = max((nb - shared) // private if private else 10**9, 0)
         if conc >= 1 and engine_conc < 0.8 * conc and any(
                 lay.kind in ("sliding", "chunked") for lay in layers):
+            span = ("max_num_batched_tokens" if horizon == mnbt else
+                    f"the {horizon:,} in-flight tokens ({horizon // mnbt} batches of "
+                    "max_num_batched_tokens)")
             notes.append(f"vLLM's own 'maximum concurrency' ({engine_conc:.2f}x) budgets each "
-                         "sliding/chunked layer for window + max_num_batched_tokens tokens; the "
+                         f"sliding/chunked layer for window + {span}; the "
                          f"{conc} whole sequences count the blocks those layers really hold")
         if g.padding_layers:
             notes.append(f"vLLM pads its KV cache groups with {g.padding_layers} layer(s): "
@@ -130,6 +136,7 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
 def _start_check(layout, cached, layers, groups, max_model_len: int, mnbt: int) -> str | None:
     """vLLM's start-up check that one ``max_model_len`` request fits the KV memory
     (``kvpool.vllm_start_shortfall``, by release): the refusal line, or None when it passes.
+    ``mnbt``: the tokens a windowed layer reserves past its window (``vllm_in_flight_tokens``).
     0.14.0 - 0.16.x check the whole model's groups (every stage's layers:
     ``_check_enough_kv_cache_memory(min(available_memory), _max_memory_usage_bytes_from_groups(
     global_kv_cache_groups))``) against the smallest stage; other releases each stage's own."""
