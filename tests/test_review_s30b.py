@@ -41,3 +41,10 @@ def test_029_sliding_window_counts_in_flight_tokens(capsys):
     # vLLM refuses (kvplan counts 8,192 + 521 pages = exactly 3,426,091,008 and passes).
     d = _fit(capsys, *GPT_OSS, "--kv-cache-memory", "3426484224", "--engine", "vllm@0.29.0")
     assert d["fits"] is False
+
+
+def test_the_v1_runner_assumption_under_pp_is_stated(capsys):
+    d = _fit(capsys, "gpt-oss-20b", "--gpu", "h100", "--pp", "2", "--engine", "vllm@0.30.0")
+    assert any("V1 model runner" in n and "pp + 1" in n for n in d["notes"])
+    d = _fit(capsys, "gpt-oss-20b", "--gpu", "h100", "--pp", "2")  # main: pp + 1, no choice
+    assert not any("V1 model runner" in n for n in d["notes"])

@@ -51,6 +51,12 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         layers, g = scheduler_pool(plans, layout)
         # what a sliding / chunked layer reserves past its window (0.26+: in-flight batches)
         horizon = vllm_in_flight_tokens(layout.version, mnbt, req.pp, draft_fp is None)
+        windowed = any(lay.kind in ("sliding", "chunked") for lay in layers)
+        if windowed and req.pp > 1 and (0, 26, 0) <= version_tuple(layout.version) < (0, 34, 0):
+            notes.append(f"vLLM {layout.version} under PP: sliding/chunked layers reserve "
+                         f"{horizon // mnbt} in-flight batches, the V1 model runner's pp; the V2 "
+                         "runner (VLLM_USE_V2_MODEL_RUNNER=1, or an architecture it is the "
+                         "default for) reserves pp + 1")
         refused = _start_check(layout, cached, layers, g, max_model_len, horizon)
         tokens = vllm_pool_tokens(nb, g, layers)
         engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, horizon)
