@@ -471,7 +471,9 @@ def test_names_are_checked_at_load_with_their_lines(tmp_path, capsys):
      "no price for l4"),
     (lambda t: t.replace("output_tokens: 200", "output_tokens: {fixed: 5, max: 0}"), "at least 1 token"),
     (lambda t: t + "offload:\n  cpu: {bytes: 100GiB, bandwidth: 0.1B/s}\n", "less than one byte"),
-    (lambda t: t.replace("llama-3.1-8b", "zamba2-2.7b-instruct-v2"), "needs a parameter count"),
+    # the vendored GLM-4.7-FP8 config lacks attention_bias, which its parameter count needs
+    (lambda t: t.replace("llama-3.1-8b", "tests/fixtures/configs/zai-org__GLM-4.7-FP8.json"),
+     "needs a parameter count"),
     (lambda t: t.replace("output_tokens: 200", "output_tokens: 200\n  shared_prefix_tokens: 3000")
      .replace("kv_dtype: fp8", "kv_dtype: fp8\n  max_model_len: 1000"), "no request fits max_model_len"),
 ])

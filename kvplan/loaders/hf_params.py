@@ -695,6 +695,9 @@ def _own_module(model: Model, f: Fields, mt: str):
     if mt == "lfm2_moe":  # LFM2's mixers, dense then routed feed-forwards, a tied head
         from .params_lfm2 import lfm2_moe_tensors
         return inv, ([f], True, "", lfm2_moe_tensors(inv, model))
+    if mt == "zamba2":  # shared transformer blocks with per-layer adapters, an always-tied head
+        from .params_zamba2 import zamba2_tensors
+        return inv, ([f], True, "", zamba2_tensors(inv, model))
     if mt in ("minimax_m1", "minimax_text_01"):  # lightning layers, an fp32 LM head
         from .params_minimax_m1 import minimax_m1_tensors
         return inv, ([f], False, "", minimax_m1_tensors(inv, model))
