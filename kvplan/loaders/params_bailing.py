@@ -66,10 +66,10 @@ experts (vLLM builds the MoE there unconditionally).
 
 from __future__ import annotations
 
-from ..core.errors import ConfigError
 from ..core.layers import KimiDeltaAttention, MultiHeadLatent
 from ..core.model import Model
 from .fields import Fields
+from .params_kimi_k3 import kda_mla_layers
 
 #: gated_attention_proj_granularity_type -> the MLA output gate's rows (heads, v_head_dim)
 GATE_ROWS = {"head_wise": lambda heads, v: heads, "element_wise": lambda heads, v: heads * v}
@@ -162,24 +162,14 @@ def bailing_v3_tensors(inv, model: Model) -> tuple[list[Fields], str, list[str]]
 
     inv.place = "embed"
     inv.add("embed_tokens", vocab, h, shard="vocab")
-    mla_spec = None
-    for i, block in enumerate(model.layers):
-        inv.place, inv.layer = "layer", i
-        for spec in block:
-            if isinstance(spec, KimiDeltaAttention):
-                kda(spec)
-            elif isinstance(spec, MultiHeadLatent):
-                mla(spec)
-                if mla_spec is None:
-                    mla_spec = spec
-            else:
-                raise ConfigError(f"layer {i}: a {spec.kind} layer in a Ling-3.0 config",
-                                  source=f.source, field=f.prefix + "layer_group_size")
+    def after(i: int) -> None:
         norms()
         if experts and i >= first:
             moe()
         else:
             inv.mlp("mlp", f.integer("intermediate_size"))
+
+    mla_spec = kda_mla_layers(inv, model, f, kda, mla, after, "Ling-3.0", "layer_group_size")
     inv.place = "head"
     inv.norm("final_norm", h)
     inv.add("lm_head", vocab, h, shard="vocab")

@@ -97,6 +97,27 @@ VISION_DEFAULTS = {"patch_embed_proj_bias": False, "attn_bias": False, "linear_b
                    "pos_emb_type": "divided_fixed", "video_attn_type": "spatial_temporal"}
 
 
+def kda_mla_layers(inv, model: Model, f: Fields, kda, mla, after, family: str,
+                   field: str) -> MultiHeadLatent | None:
+    """Each decoder layer of a KDA + MLA hybrid (Kimi-K3, Ling-3.0): ``kda`` or ``mla`` for its
+    attention, then ``after(i)`` (norms, feed-forward); the first MLA spec (for the MTP layer),
+    a layer of any other kind an error naming ``field``."""
+    first = None
+    for i, block in enumerate(model.layers):
+        inv.place, inv.layer = "layer", i
+        for spec in block:
+            if isinstance(spec, KimiDeltaAttention):
+                kda(spec)
+            elif isinstance(spec, MultiHeadLatent):
+                mla(spec)
+                first = first or spec
+            else:
+                raise ConfigError(f"layer {i}: a {spec.kind} layer in a {family} config",
+                                  source=f.source, field=f.prefix + field)
+        after(i)
+    return first
+
+
 def is_kimi_k3(model: Model) -> bool:
     """The Kimi-K3 wrapper (vLLM ``KimiK3ForConditionalGeneration``); its text_config is a
     ``kimi_linear`` config."""
@@ -287,20 +308,11 @@ def kimi_k3_tensors(inv, model: Model) -> tuple[list[Fields], str, list[str]]:
 
     inv.place = "embed"
     inv.add("embed_tokens", vocab, h, shard="vocab")
-    mla_spec = None
-    for i, block in enumerate(model.layers):
-        inv.place, inv.layer = "layer", i
-        for spec in block:
-            if isinstance(spec, KimiDeltaAttention):
-                kda(spec)
-            elif isinstance(spec, MultiHeadLatent):
-                mla(spec)
-                mla_spec = spec
-            else:
-                raise ConfigError(f"layer {i}: a {spec.kind} layer in a Kimi-K3 config",
-                                  source=f.source, field=f.prefix + "linear_attn_config")
+    def after(i: int) -> None:
         norms(block_size is not None)
         ffn(i)
+
+    mla_spec = kda_mla_layers(inv, model, f, kda, mla, after, "Kimi-K3", "linear_attn_config")
     inv.place = "head"
     inv.norm("final_norm", h)
     if block_size is not None:
