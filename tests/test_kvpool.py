@@ -98,16 +98,33 @@ def test_uniform_type_group_on_a_stage_by_release(version, block):
     assert vllm_num_blocks(2**30, s) == 2**30 // block
 
 
-@pytest.mark.parametrize("version,pp,async_on,tokens", [
-    ("0.24.0", 1, True, 8_192),        # the spec reads max_num_batched_tokens
-    ("0.26.0", 1, True, 2 * 8_192),    # max_in_flight_tokens: 2 concurrent batches
-    ("0.30.0", 2, True, 2 * 8_192),    # V1 runner under PP: pp batches
-    ("0.30.0", 3, True, 3 * 8_192),
-    ("0.34.0", 2, True, 3 * 8_192),    # 0.34: pp + 1
-    ("main", 1, True, 2 * 8_192),
-    ("main", 1, False, 8_192),         # no async scheduling (a draft model): pp batches
+@pytest.mark.parametrize("version,pp,draft,v2,tokens", [
+    ("0.25.0", 1, False, False, 8_192),     # the spec reads max_num_batched_tokens
+    ("0.26.0", 1, False, False, 2 * 8_192),  # max_in_flight_tokens: 2 concurrent batches (V1)
+    ("0.26.0", 1, False, True, 2 * 8_192),   # V2: pp + 1 = 2
+    ("0.26.0", 2, False, False, 2 * 8_192),  # V1 under PP: pp batches
+    ("0.26.0", 2, False, True, 3 * 8_192),   # V2 under PP: pp + 1
+    ("0.26.0", 1, True, True, 8_192),        # a draft model turns async scheduling off: pp
+    ("0.28.0", 1, True, False, 2 * 8_192),   # from 0.28 a draft model keeps it on
+    ("0.34.0", 2, False, False, 3 * 8_192),  # 0.34: pp + 1
+    ("main", 1, True, True, 2 * 8_192),
 ])
-def test_in_flight_tokens_by_release(version, pp, async_on, tokens):
+def test_in_flight_tokens_by_release(version, pp, draft, v2, tokens):
     from kvplan.engines.kvpool import vllm_in_flight_tokens
 
-    assert vllm_in_flight_tokens(version, 8_192, pp, async_on) == tokens
+    assert vllm_in_flight_tokens(version, 8_192, pp, draft, v2) == tokens
+
+
+@pytest.mark.parametrize("version,model_type,moe,hybrid,v2", [
+    ("0.26.0", "gemma2", False, False, True),    # dense: V2
+    ("0.26.0", "gpt_oss", True, False, False),   # MoE not listed: V1
+    ("0.26.0", "qwen2_moe", True, False, True),  # listed MoE
+    ("0.26.0", "kimi_k3", True, False, False),   # listed from 0.28
+    ("0.28.0", "kimi_k3", True, False, True),
+    ("0.28.0", "jamba", True, True, False),      # hybrid: V1
+    ("0.29.0", "jamba", True, True, True),       # 0.29: V2 on CUDA for every model
+])
+def test_v2_runner_default_by_release(version, model_type, moe, hybrid, v2):
+    from kvplan.engines.kvpool import vllm_v2_runner_default
+
+    assert vllm_v2_runner_default(version, model_type, moe, hybrid) is v2

@@ -190,24 +190,43 @@ def vllm_groups_request_bytes(groups: PoolGroups, layers: Sequence[PoolLayer], m
     return groups.group_size * groups.page_bytes * cdiv(first, groups.page_bytes)
 
 
+#: MoE architectures vLLM 0.26 - 0.28 still run on the V2 model runner by default
+#: (``VllmConfig._is_default_v2_model_runner_model``; 0.28 adds DeepSeek-V4 and Kimi-K3)
+V2_MOE_MODEL_TYPES = {"deepseek_v2": (0, 26, 0), "granitemoe": (0, 26, 0),
+                      "qwen2_moe": (0, 26, 0), "deepseek_v4": (0, 28, 0), "kimi_k3": (0, 28, 0)}
+
+
+def vllm_v2_runner_default(version: str, model_type: str, moe: bool, hybrid: bool) -> bool:
+    """Whether vLLM runs the model on its V2 model runner by default: 0.26 - 0.28 a generate
+    model that is neither hybrid nor attention-free, and dense or one of the listed MoE
+    architectures; from 0.29 every model on CUDA (``use_v2_model_runner`` no longer asks the
+    architecture)."""
+    from .base import version_tuple
+
+    v = version_tuple(version)
+    if v >= (0, 29, 0):
+        return True
+    listed = v >= V2_MOE_MODEL_TYPES.get(model_type, (10**6,))
+    return not hybrid and (not moe or listed)
+
+
 def vllm_in_flight_tokens(version: str, max_num_batched_tokens: int, pp: int,
-                          async_scheduling: bool) -> int:
-    """The tokens a sliding or chunked layer's reservation spans past its window: up to 0.24
+                          draft_model: bool, v2_runner: bool) -> int:
+    """The tokens a sliding or chunked layer's reservation spans past its window: up to 0.25
     ``max_num_batched_tokens`` (``SlidingWindowSpec.max_memory_usage_bytes``); from 0.26
     ``VllmConfig.max_in_flight_tokens`` = ``max_concurrent_batches x max_num_batched_tokens``,
-    in-flight batches keeping their blocks until they settle. ``max_concurrent_batches``:
-    0.26 - 0.30 with async scheduling 2 at pp 1 and pp on the V1 model runner beyond (pp + 1
-    on the V2 runner, default for some architectures only: the V1 rule is taken), 0.34 pp + 1;
-    without async scheduling (vLLM turns it off for a separate draft model) pp. vLLM 0.34,
-    8,192-token batches, pp 1: 2 x 8,192 = 16,384."""
+    in-flight batches keeping their blocks until they settle. ``max_concurrent_batches`` with
+    async scheduling (on by default; 0.26 - 0.27 turn it off for a separate draft model): pp + 1
+    on the V2 model runner (always in 0.34), on the V1 runner 2 at pp 1 and pp beyond; without
+    it pp. vLLM 0.34, 8,192-token batches, pp 1: 2 x 8,192 = 16,384."""
     from .base import version_tuple
 
     v = version_tuple(version)
     if v < (0, 26, 0):
         return max_num_batched_tokens
-    if not async_scheduling:
-        batches = pp
-    elif v >= (0, 34, 0):
+    if draft_model and v < (0, 28, 0):
+        batches = pp  # async scheduling off: "not supported with draft_model-based" drafts
+    elif v2_runner or v >= (0, 34, 0):
         batches = pp + 1
     else:
         batches = 2 if pp <= 1 else pp

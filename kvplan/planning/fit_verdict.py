@@ -14,6 +14,7 @@ from ..engines.kvpool import (
     vllm_max_concurrency,
     vllm_pool_tokens,
     vllm_start_shortfall,
+    vllm_v2_runner_default,
 )
 from .fit_pools import scheduler_pool, seq_bytes_on_stage, token_pool, vllm_seq_blocks
 from .fit_types import FitResult
@@ -50,13 +51,19 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         busiest = min(cached, key=lambda p: (p.num_blocks or 0, -per_seq[p.stage]))
         layers, g = scheduler_pool(plans, layout)
         # what a sliding / chunked layer reserves past its window (0.26+: in-flight batches)
-        horizon = vllm_in_flight_tokens(layout.version, mnbt, req.pp, draft_fp is None)
+        model = fp.model
+        moe = bool(req.weights and req.weights.num_experts)
+        hybrid = any(lay.kind == "state" for lay in layers)
+        v2 = vllm_v2_runner_default(layout.version, str(model.config.get("model_type")
+                                                        or model.model_type), moe, hybrid)
+        horizon = vllm_in_flight_tokens(layout.version, mnbt, req.pp, draft_fp is not None, v2)
         windowed = any(lay.kind in ("sliding", "chunked") for lay in layers)
-        if windowed and req.pp > 1 and (0, 26, 0) <= version_tuple(layout.version) < (0, 34, 0):
+        if windowed and req.pp > 1 and (0, 26, 0) <= version_tuple(layout.version) < (0, 29, 0):
             notes.append(f"vLLM {layout.version} under PP: sliding/chunked layers reserve "
-                         f"{horizon // mnbt} in-flight batches, the V1 model runner's pp; the V2 "
-                         "runner (VLLM_USE_V2_MODEL_RUNNER=1, or an architecture it is the "
-                         "default for) reserves pp + 1")
+                         f"{horizon // mnbt} in-flight batches of max_num_batched_tokens (the "
+                         f"{'V2' if v2 else 'V1'} model runner, vLLM's default for this "
+                         f"{'hybrid' if hybrid else 'MoE' if moe else 'dense'} model; "
+                         "VLLM_USE_V2_MODEL_RUNNER overrides it)")
         refused = _start_check(layout, cached, layers, g, max_model_len, horizon)
         tokens = vllm_pool_tokens(nb, g, layers)
         engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, horizon)
