@@ -41,7 +41,7 @@ def render_fit(r: FitResult, wide: bool = False) -> None:
               f"KV {r.kv_format}  weights {req.weight_format.name}  context "
               f"{format_tokens(req.context_tokens)} (max_model_len {r.max_model_len:,})")
     if r.params_total is not None:
-        mm = req.weights.params_active_matmul if req.weights else r.params_active
+        mm = req.weights.params_active_without_lookup if req.weights else r.params_active
         active = (f", {r.params_active:,} active per token" if r.params_active != r.params_total
                   else "") + (f" ({mm:,} without the embedding lookup)"
                               if r.params_active != r.params_total and mm != r.params_active

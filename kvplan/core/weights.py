@@ -128,7 +128,7 @@ class Weights:
                    and not (self.tied_embeddings and t.name == "embed_tokens"))
 
     @property
-    def params_active_matmul(self) -> int:
+    def params_active_without_lookup(self) -> int:
         """``params_active`` less the lookups: the weights a token multiplies through, the
         figure model cards quote (gpt-oss-120b: 5.71B active with its 201,088 x 2,880
         embedding, 5.13B without)."""

@@ -35,6 +35,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from ..core.units import cdiv
+from .base import version_tuple
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,6 @@ def vllm_group_size(sizes: Sequence[int], version: str) -> int:
     ``kv_cache_utils.py``, 0.34 ``kv_cache_planning.py``). gpt-oss-20b with an EAGLE draft,
     12 sliding + 13 full layers (13 < 1.25 x 12 = 15): 12 up to 0.11.2 (the full layers cut
     into 2 groups, 11 padding layers), 13 after (one group each, 1 padding layer)."""
-    from .base import version_tuple
-
     v = version_tuple(version)
     fewest, most = min(sizes), max(sizes)
     if v < (0, 12, 0):
@@ -133,8 +132,6 @@ def vllm_stage_groups(groups: PoolGroups, layers: Sequence[PoolLayer],
     ``get_kv_cache_config_from_groups`` divides by its ``page_size_bytes``, every layer's page):
     the block is the whole model's pages; 0.17.0 (``_project_kv_cache_groups_to_worker``)
     restricts it to the stage's layers."""
-    from .base import version_tuple
-
     local = {g: i for i, g in enumerate(stage)}
     projected = tuple(tuple(local[i] for i in grp if i in local) for grp in groups.groups)
     block = max(sum(layers[stage[i]].page_bytes for i in grp) for grp in projected)
@@ -201,8 +198,6 @@ def vllm_v2_runner_default(version: str, model_type: str, moe: bool, hybrid: boo
     model that is neither hybrid nor attention-free, and dense or one of the listed MoE
     architectures; from 0.29 every model on CUDA (``use_v2_model_runner`` no longer asks the
     architecture)."""
-    from .base import version_tuple
-
     v = version_tuple(version)
     if v >= (0, 29, 0):
         return True
@@ -219,8 +214,6 @@ def vllm_in_flight_tokens(version: str, max_num_batched_tokens: int, pp: int,
     async scheduling (on by default; 0.26 - 0.27 turn it off for a separate draft model): pp + 1
     on the V2 model runner (always in 0.34), on the V1 runner 2 at pp 1 and pp beyond; without
     it pp. vLLM 0.34, 8,192-token batches, pp 1: 2 x 8,192 = 16,384."""
-    from .base import version_tuple
-
     v = version_tuple(version)
     if v < (0, 26, 0):
         return max_num_batched_tokens
@@ -256,8 +249,6 @@ def vllm_start_shortfall(version: str, stage_groups: PoolGroups, stage_layers: S
     A one-group model passes exactly when the worker holds ``cdiv(max_model_len, block)``
     blocks (+ 1 from 0.29). Llama-3.1-8B bf16 at 131,072 tokens on a 4 GiB pool: it wants
     32 x 65,536 x 8,192 = 16 GiB."""
-    from .base import version_tuple
-
     v = version_tuple(version)
 
     def usage(lay: PoolLayer) -> int:

@@ -69,8 +69,7 @@ def conclude(req, layout, fp, draft_fp, block, mnbt, mns, max_model_len, ctx, pl
         engine_conc = vllm_max_concurrency(nb, g, layers, max_model_len, horizon)
         private, shared = vllm_seq_blocks(layers, g, ctx, req.shared_prefix_tokens, layout)
         conc = max((nb - shared) // private if private else 10**9, 0)
-        if conc >= 1 and engine_conc < 0.8 * conc and any(
-                lay.kind in ("sliding", "chunked") for lay in layers):
+        if conc >= 1 and engine_conc < 0.8 * conc and windowed:
             span = ("max_num_batched_tokens" if horizon == mnbt else
                     f"the {horizon:,} in-flight tokens ({horizon // mnbt} batches of "
                     "max_num_batched_tokens)")
@@ -162,9 +161,9 @@ def _start_check(layout, cached, layers, groups, max_model_len: int, mnbt: int) 
             return None
         later = not any(_stage_shortfall("0.17.0", p, layers, groups, max_model_len, mnbt)
                         for p in cached)
+        every = " (every stage's layers)" if len(cached) > 1 else ""
         return (f"does not fit: vLLM {layout.version} refuses to start: one {max_model_len:,}-"
-                f"token request of the whole model's KV cache groups"
-                f"{' (every stage' + chr(39) + 's layers)' if len(cached) > 1 else ''} needs "
+                f"token request of the whole model's KV cache groups{every} needs "
                 f"{need:,} B ({need / 2**30:.2f} GiB), more than the "
                 f"{small.budget.kv_pool_bytes:,} B ({small.budget.kv_pool_bytes / 2**30:.2f} GiB) "
                 f"KV memory{where(small)} (get_kv_cache_configs checks min(available_memory) "

@@ -65,7 +65,7 @@ def fit_record(r: FitResult) -> dict:
         "max_num_seqs": r.max_num_seqs,
         "params_total": r.params_total,
         "params_active": r.params_active,
-        "params_active_without_lookup": (req.weights.params_active_matmul if req.weights
+        "params_active_without_lookup": (req.weights.params_active_without_lookup if req.weights
                                          else None),
         "params_extra": req.weights.params_extra if req.weights else None,
         "checkpoint": ({**req.checkpoint, "config_params_difference":
